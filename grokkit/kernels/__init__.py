@@ -1,0 +1,8 @@
+"""Batched PyTorch kernels: every hyper-parameter configuration of a grid is one row."""
+from grokkit.kernels.run import Trajectory, grid, log_schedule, resolve_device
+from grokkit.kernels.sparse import (METHODS, ista, ista_step, projected_subgradient, projected_subgradient_step,
+                                    soft_threshold, solve, subgradient, subgradient_step)
+
+__all__ = ["Trajectory", "grid", "log_schedule", "resolve_device", "METHODS", "solve", "subgradient",
+           "projected_subgradient", "ista", "subgradient_step", "projected_subgradient_step", "ista_step",
+           "soft_threshold"]

@@ -1,0 +1,163 @@
+r"""Sparse-recovery kernels (paper §2, Appendix C.6–C.8), batched over configurations.
+
+All three minimise, or follow the subgradient flow of,
+
+.. math:: f(b) = \tfrac12\|\tilde Xb - y^*\|_2^2 + \tfrac{\beta_2}{2}\|b\|_2^2 + \beta_1\|b\|_1,
+
+with :math:`G_{\beta_2}(b) = \tilde X^\top(\tilde Xb - y^*) + \beta_2 b` and
+:math:`h(b) = \operatorname{sign}(b) \in \partial\|b\|_1` (sign(0) = 0).
+They share one signature: ``method(X, y, *, alpha, beta1, beta2, steps, ...)``, where
+each hyper-parameter is a scalar or a (G,) grid (see :func:`grokkit.kernels.grid`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from grokkit._checks import check_int, check_option
+from grokkit.kernels.run import Trajectory, apply, apply_t, check_step_size, configurations, resolve_device, run
+
+INITS = ("random", "constant")
+
+
+def subgradient_step(b, X, y, alpha, beta1, beta2):
+    r"""Eq. (22): :math:`b \leftarrow b - \alpha\,(G_{\beta_2}(b) + \beta_1 h(b))`."""
+    G = apply_t(X, apply(X, b) - y) + beta2 * b
+    return b - alpha * (G + beta1 * torch.sign(b))
+
+
+def projected_subgradient_step(b, X, y, alpha, beta1, beta2, P):
+    r"""§C.7: :math:`b \leftarrow \Pi(b - \alpha(\beta_2 b + \beta_1 h(b)))` with the projection
+    :math:`\Pi(c) = c - \tilde X^\dagger(\tilde Xc - y^*)` onto :math:`\{\tilde Xb = y^*\}`, ``P`` = :math:`\tilde X^\dagger`.
+
+    The authors' code also subtracts :math:`\alpha\tilde X^\top(\tilde Xb-y^*)` before projecting;
+    that term lies in the row space of :math:`\tilde X`, which :math:`\Pi` removes, so both
+    rules give the same iterates."""
+    c = b - alpha * (beta2 * b + beta1 * torch.sign(b))
+    return c - apply(P, apply(X, c) - y)
+
+
+def soft_threshold(z: torch.Tensor, gamma) -> torch.Tensor:
+    r""":math:`S_\gamma(z) = \operatorname{sign}(z)\max(|z| - \gamma, 0)`, the prox of :math:`\gamma\|\cdot\|_1`."""
+    return torch.sign(z) * torch.clamp(z.abs() - gamma, min=0.0)
+
+
+def ista_step(b, X, y, alpha, beta1, beta2):
+    r"""Eq. (86): :math:`b \leftarrow S_{\alpha\beta_1}(b - \alpha G_{\beta_2}(b))`."""
+    G = apply_t(X, apply(X, b) - y) + beta2 * b
+    return soft_threshold(b - alpha * G, alpha * beta1)
+
+
+def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
+    """Validate every argument and move the problem to ``device``; nothing is computed before this."""
+    device = resolve_device(device)
+    check_option("init", init, INITS)
+    config = configurations(alpha, beta1, beta2, init_scale)
+    G = config["alpha"].size
+    X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X, dtype=torch.float64)
+    y = torch.as_tensor(np.asarray(y) if not torch.is_tensor(y) else y, dtype=torch.float64)
+    if X.dim() not in (2, 3) or (X.dim() == 3 and X.shape[0] not in (1, G)):
+        raise ValueError(f"X must have shape (N, n) or (G, N, n) with G = {G} configurations, got {tuple(X.shape)}")
+    N, n = X.shape[-2:]
+    if y.shape[-1] != N or y.dim() > 2:
+        raise ValueError(f"y must have shape (N,) or (G, N) with N = {N}, got {tuple(y.shape)}")
+    if X.dim() == 3 and X.shape[0] == 1 and G > 1:
+        X = X.expand(G, N, n)
+    if b_star is not None:
+        b_star = torch.as_tensor(np.asarray(b_star) if not torch.is_tensor(b_star) else b_star, dtype=torch.float64)
+        if b_star.shape[-1] != n:
+            raise ValueError(f"b_star must have shape (n,) or (G, n) with n = {n}, got {tuple(b_star.shape)}")
+        b_star = b_star.to(device)
+    check_step_size(X, config)
+    z = (torch.randn(n, generator=torch.Generator().manual_seed(int(seed)), dtype=torch.float64) / n ** 0.5
+         if init == "random" else torch.ones(n, dtype=torch.float64))
+    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * z
+    return X.to(device), y.to(device), b_star, config, b0.to(device)
+
+
+def _doc(method: str, rule: str) -> str:
+    return rf"""{rule}
+
+    Parameters
+    ----------
+    X : (N, n) or (G, N, n) array
+        Effective design :math:`\tilde X = X\Phi`, shared or one per configuration.
+    y : (N,) or (G, N) array
+        Measurements :math:`y^*`.
+    alpha : float or (G,) array
+        Step size, :math:`0 < \alpha < 2/(\lambda_\max(\tilde X^\top\tilde X) + \beta_2)` (checked).
+    beta1, beta2 : float or (G,) array
+        :math:`\ell_1` and (squared) :math:`\ell_2` coefficients, :math:`\ge 0`.
+    steps : int
+        Number of updates.
+    b_star : (n,) or (G, n) array, optional
+        Ground truth, for the recovery error.
+    init_scale : float or (G,) array
+        :math:`\zeta`: :math:`b^{{(1)}} = \zeta\,\tilde b`.
+    init : {{"random", "constant"}}
+        :math:`\tilde b \sim \mathcal N(0, I_n/n)` drawn from ``seed`` (paper, §C.6) or
+        :math:`\tilde b = \mathbf 1` (the authors' code).
+    seed : int
+        Seed of the random initialisation.
+    record_b : bool
+        Keep the iterates at every recorded step (``Trajectory.b``).
+    dense, per_decade : int
+        Logging schedule (:func:`grokkit.kernels.log_schedule`).
+    stop_periodic : bool
+        Stop configurations whose iterates repeat exactly (period 1 or 2); the recorded
+        numbers are unchanged.
+    device : {{"auto", "cpu", "cuda"}}
+    progress : bool or None
+        Progress bar; ``None`` shows it only on a terminal.
+
+    Returns
+    -------
+    Trajectory
+        Curves of shape (G, T) on the logging schedule, method ``"{method}"``.
+
+    Raises
+    ------
+    ValueError
+        For a bad shape, a hyper-parameter out of range, or :math:`\alpha` above the stability limit.
+    """
+
+
+def _kernel(method: str, step, rule: str):
+    def kernel(X, y, *, alpha, beta1, beta2=0.0, steps, b_star=None, init_scale=1e-6, init="random", seed=0,
+               record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
+               progress=None) -> Trajectory:
+        steps = check_int("steps", steps, 1)
+        X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device)
+        extra = None
+        if step is projected_subgradient_step:
+            N, n = X.shape[-2:]
+            if N > n or torch.linalg.matrix_rank(X).min().item() < N:
+                raise ValueError(f"projected_subgradient needs rank(X) = N <= n so that {{Xb = y}} is a "
+                                 f"nonempty affine set, got N = {N}, n = {n}")
+            extra = {"P": torch.linalg.pinv(X)}
+        return run(method, step, X, y, b_star, config, b0, steps, extra=extra, record_b=record_b, dense=dense,
+                   per_decade=per_decade, stop_periodic=stop_periodic, progress=progress)
+
+    kernel.__name__ = kernel.__qualname__ = method
+    kernel.__doc__ = _doc(method, rule)
+    return kernel
+
+
+subgradient = _kernel(
+    "subgradient", subgradient_step,
+    r"""Subgradient descent, eq. (22): :math:`b^{(t+1)} = b^{(t)} - \alpha(G_{\beta_2}(b^{(t)}) + \beta_1 h(b^{(t)}))`.""")
+projected_subgradient = _kernel(
+    "projected_subgradient", projected_subgradient_step,
+    r"""Projected subgradient, §C.7: :math:`b^{(t+1)} = \Pi(b^{(t)} - \alpha(\beta_2 b^{(t)} + \beta_1 h(b^{(t)})))`,
+    :math:`\Pi` the projection onto :math:`\{\tilde Xb = y^*\}` (needs rank :math:`\tilde X` = N <= n).""")
+ista = _kernel(
+    "ista", ista_step,
+    r"""Proximal gradient (ISTA), eq. (86): :math:`b^{(t+1)} = S_{\alpha\beta_1}(b^{(t)} - \alpha G_{\beta_2}(b^{(t)}))`.""")
+
+METHODS = {"subgradient": subgradient, "projected_subgradient": projected_subgradient, "ista": ista}
+
+
+def solve(method: str, X, y, **kwargs) -> Trajectory:
+    """Run the kernel named ``method`` (``"subgradient"``, ``"projected_subgradient"`` or ``"ista"``)."""
+    check_option("method", method, tuple(METHODS))
+    return METHODS[method](X, y, **kwargs)

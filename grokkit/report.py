@@ -1,0 +1,192 @@
+r"""Presets, measured quantities and claims checks for the notebooks.
+
+A notebook resolves its parameters with :func:`resolve`, records what it measured
+and what the paper claims with a :class:`Report`, and ends with ``report.save()``
+and ``report.verify()``. ``save`` writes the JSON summary to the path in the
+environment variable ``GROKKIT_SUMMARY`` (set by ``grokkit run``); outside a batch
+run it writes nothing, so a notebook never writes beside its source.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+PRESETS = ("quick", "paper")
+SUMMARY_ENV = "GROKKIT_SUMMARY"
+
+
+def resolve(presets: dict[str, dict[str, Any]], preset: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Parameters of ``preset``, overridden by every knob in ``given`` that is not None.
+
+    ``given`` is usually ``globals()`` of the notebook: only the keys the preset
+    defines are read, so other names are ignored.
+    """
+    if preset not in presets:
+        raise ValueError(f"preset must be one of {sorted(presets)}, got {preset!r}")
+    params = dict(presets[preset])
+    for key in params:
+        if given.get(key) is not None:
+            params[key] = given[key]
+    return params
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy: numpy and torch scalars/arrays to lists, NaN/inf to None."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return value
+
+
+@dataclass
+class Claim:
+    """One of the paper's claims restated as a check on a measured number."""
+
+    name: str
+    value: float
+    expected: str
+    passed: bool
+
+    def line(self) -> str:
+        mark = "PASS" if self.passed else "FAIL"
+        return f"{mark}  {self.name}: measured {_fmt(self.value)}, expected {self.expected}"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    value = float(value)
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.3g}"
+
+
+@dataclass
+class Disagreement:
+    """A statement of the paper that our measurements contradict, with the evidence."""
+
+    name: str
+    paper: str
+    measured: str
+
+    def line(self) -> str:
+        return f"DIFF  {self.name}: paper says {self.paper}; measured {self.measured}"
+
+
+@dataclass
+class Report:
+    """Measured quantities, claims checks and disagreements with the paper of one notebook run."""
+
+    notebook: str
+    parameters: dict[str, Any]
+    measured: dict[str, Any] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+    def measure(self, **values: Any) -> None:
+        """Record measured quantities (scalars or arrays) under their names."""
+        self.measured.update(values)
+
+    def claim_between(self, name: str, value: float, low: float, high: float) -> Claim:
+        """Claim that ``low <= value <= high``."""
+        value = float(value)
+        return self._add(name, value, f"in [{_fmt(low)}, {_fmt(high)}]", low <= value <= high)
+
+    def claim_close(self, name: str, value: float, target: float, tol: float) -> Claim:
+        """Claim that ``|value - target| <= tol``."""
+        value = float(value)
+        return self._add(name, value, f"{_fmt(target)} ± {_fmt(tol)}", abs(value - target) <= tol)
+
+    def claim_below(self, name: str, value: float, bound: float) -> Claim:
+        """Claim that ``value <= bound``."""
+        value = float(value)
+        return self._add(name, value, f"<= {_fmt(bound)}", value <= bound)
+
+    def claim_above(self, name: str, value: float, bound: float) -> Claim:
+        """Claim that ``value >= bound``."""
+        value = float(value)
+        return self._add(name, value, f">= {_fmt(bound)}", value >= bound)
+
+    def claim_true(self, name: str, value: bool, expected: str = "True") -> Claim:
+        """Claim that a measured condition holds."""
+        return self._add(name, bool(value), expected, bool(value))
+
+    def disagree(self, name: str, paper: str, measured: str) -> Disagreement:
+        """Record where the measurements contradict the paper (shown in the notebook, kept in the JSON)."""
+        d = Disagreement(name, paper, measured)
+        self.disagreements = [x for x in self.disagreements if x.name != name] + [d]
+        return d
+
+    def _add(self, name: str, value: Any, expected: str, passed: bool) -> Claim:
+        passed = bool(passed) and not (isinstance(value, float) and math.isnan(value))
+        claim = Claim(name, value, expected, passed)
+        self.claims = [c for c in self.claims if c.name != name] + [claim]
+        return claim
+
+    def summary(self) -> str:
+        """One line per claim (PASS or FAIL, measured and expected) and per disagreement (DIFF)."""
+        return "\n".join([c.line() for c in self.claims] + [d.line() for d in self.disagreements])
+
+    def to_dict(self) -> dict[str, Any]:
+        import torch
+
+        return _plain({
+            "notebook": self.notebook,
+            "parameters": self.parameters,
+            "measured": self.measured,
+            "claims": [
+                {"name": c.name, "value": c.value, "expected": c.expected, "pass": c.passed}
+                for c in self.claims
+            ],
+            "all_claims_pass": all(c.passed for c in self.claims),
+            "disagreements": [{"name": d.name, "paper": d.paper, "measured": d.measured}
+                              for d in self.disagreements],
+            "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "versions": {
+                "python": platform.python_version(),
+                "numpy": np.__version__,
+                "torch": torch.__version__,
+                "grokkit": _grokkit_version(),
+            },
+        })
+
+    def save(self) -> str | None:
+        """Write the JSON summary to ``$GROKKIT_SUMMARY``; return the path (None if unset)."""
+        path = os.environ.get(SUMMARY_ENV)
+        if not path:
+            return None
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(self.to_dict(), fh, indent=2, allow_nan=False)
+        return path
+
+    def verify(self) -> None:
+        """Raise ``AssertionError`` naming every claim that failed."""
+        failed = [c.line() for c in self.claims if not c.passed]
+        if failed:
+            raise AssertionError("claims failed:\n" + "\n".join(failed))
+
+
+def _grokkit_version() -> str:
+    from grokkit import __version__
+
+    return __version__

@@ -1,0 +1,79 @@
+r"""The theory's predicted quantities for sparse recovery (Theorem 2.1, Lemma C.7, Theorem C.8, §C.6.2).
+
+Notation: :math:`A = \tilde X^\top\tilde X + \beta_2 I_n`, :math:`\lambda_k` the eigenvalues of
+:math:`\tilde X^\top\tilde X` (the paper's :math:`\sigma_k`), :math:`\rho_p = \|I - \alpha A\|_{p\to p}`.
+For N < n and :math:`\beta_2 = 0`, 0 is an eigenvalue, so :math:`\rho_2 = 1` and every bound
+with :math:`1/(1-\rho_2)` is vacuous for the whole vector; the meaningful version restricts
+to the row space of :math:`\tilde X` (:func:`rho_range`, :func:`range_projector`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grokkit._checks import check_option
+
+
+def eigenvalues(X: np.ndarray) -> np.ndarray:
+    r"""Eigenvalues of :math:`\tilde X^\top\tilde X`, descending (n of them)."""
+    return np.clip(np.linalg.eigvalsh(X.T @ X)[::-1], 0.0, None)
+
+
+def step_size_limit(X: np.ndarray, beta2: float = 0.0) -> float:
+    r"""Stability limit :math:`2/(\lambda_\max(\tilde X^\top\tilde X) + \beta_2)` of Theorem 2.1."""
+    return 2.0 / (eigenvalues(X)[0] + beta2)
+
+
+def rho(X: np.ndarray, alpha: float, beta2: float = 0.0, p: float = 2) -> float:
+    r""":math:`\rho_p = \|I_n - \alpha(\tilde X^\top\tilde X + \beta_2 I_n)\|_{p\to p}` for p in {1, 2, inf}."""
+    check_option("p", p, (1, 2, math.inf))
+    M = np.eye(X.shape[1]) - alpha * (X.T @ X + beta2 * np.eye(X.shape[1]))
+    return float(np.linalg.norm(M, {1: 1, 2: 2, math.inf: np.inf}[p]))
+
+
+def rho_range(X: np.ndarray, alpha, beta2=0.0, tol: float = 1e-10):
+    r""":math:`\rho_r = \max_{k \le r}|1 - \alpha(\lambda_k + \beta_2)|` over the r nonzero eigenvalues:
+    the contraction of :math:`I - \alpha A` on the row space of :math:`\tilde X`. A float for scalar
+    ``alpha`` and ``beta2``, else an array of their broadcast shape."""
+    lam = eigenvalues(X)
+    lam = lam[lam > tol * lam[0]]
+    alpha, beta2 = np.broadcast_arrays(np.asarray(alpha, dtype=float), np.asarray(beta2, dtype=float))
+    out = np.abs(1.0 - alpha[..., None] * (lam + beta2[..., None])).max(axis=-1)
+    return float(out) if out.ndim == 0 else out
+
+
+def range_projector(X: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+    r""":math:`P_V = VV^\top`, the orthogonal projector onto the row space of :math:`\tilde X`."""
+    _, sv, Vt = np.linalg.svd(X, full_matrices=False)
+    V = Vt[sv > tol * sv[0]].T
+    return V @ V.T
+
+
+def memorization_radius(n: int, alpha, beta1, rho_p, p: float = 2):
+    r"""Radius of Theorem 2.1 / C.8: :math:`\|b^{(t)} - \hat b\|_p \le 2\alpha\beta_1 n^{1/p}/(1-\rho_p)`
+    for :math:`t \ge t_1` (infinite where :math:`\rho_p \ge 1`); broadcasts over arrays."""
+    alpha, beta1, rho_p = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (alpha, beta1, rho_p)))
+    with np.errstate(divide="ignore"):
+        return np.where(rho_p < 1, 2.0 * alpha * beta1 * n ** (1.0 / p) / (1.0 - rho_p), np.inf)
+
+
+def memorization_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
+    r""":math:`t_1 = \lceil -\ln(1 + (1-\rho_p)\|b^{(1)}-\hat b\|_p/(\alpha\beta_1 n^{1/p}))/\ln\rho_p\rceil`
+    (Theorem C.8; infinite unless :math:`0 < \rho_p < 1`); broadcasts over arrays."""
+    dist0, alpha, beta1, rho_p = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (dist0, alpha, beta1, rho_p)))
+    ok = (rho_p > 0) & (rho_p < 1)
+    r = np.where(ok, rho_p, 0.5)
+    t1 = np.ceil(-np.log1p((1.0 - r) * dist0 / (alpha * beta1 * n ** (1.0 / p))) / np.log(r))
+    return np.where(ok, t1, np.inf)
+
+
+def generalization_delay(b_hat: np.ndarray, alpha, beta1):
+    r"""Predicted delay :math:`\Delta t = \|\hat b\|_\infty/(\alpha\beta_1)` (Theorem 2.1, up to a constant)."""
+    return np.abs(b_hat).max() / (np.asarray(alpha) * np.asarray(beta1))
+
+
+def generalization_delay_code(b_hat: np.ndarray, b_star: np.ndarray, alpha, beta1):
+    r"""The authors' code's prediction :math:`\|\hat b - b^*\|_\infty/(\alpha\beta_1)` (spec §5 item 6)."""
+    return np.abs(b_hat - b_star).max() / (np.asarray(alpha) * np.asarray(beta1))
