@@ -188,6 +188,9 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
     N = check_int("N", N, 1)
     tau = check_range("tau", tau, 0.0, 1.0)
     _variance(variance, n, N)
+    check_option("basis", basis, BASES)
+    if snr is not None:
+        check_range("snr", snr, 0.0, closed="neither")
     phi = dictionary(n, basis, seed)
     b_star = sparse_signal(n, s, seed)
     X_raw = measurement_matrix(N, phi, tau, variance, seed)

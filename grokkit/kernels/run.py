@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from contextlib import contextmanager
 import sys
 import time
 import warnings
@@ -138,6 +139,21 @@ def check_step_size(X: torch.Tensor, config: dict[str, np.ndarray]) -> np.ndarra
     return lam
 
 
+@contextmanager
+def cpu_threads(device: torch.device, work: float):
+    """Run small problems on one CPU thread: below ~1e6 multiply-adds per step, intra-op
+    threads only add synchronisation, and they spin badly when the CPU is shared."""
+    if device.type != "cpu" or work > 1e6:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def apply(X: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     r""":math:`\tilde X b` for every row of ``b`` (G, n); X is (N, n) or (G, N, n)."""
     return b @ X.mT if X.dim() == 2 else torch.bmm(X, b.unsqueeze(-1)).squeeze(-1)
@@ -206,50 +222,51 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
 
     bar = tqdm(total=steps, desc=method, disable=(not sys.stderr.isatty()) if progress is None else not progress,
                leave=False)
-    t = 0
-    for j, t_next in enumerate(sched):
-        for _ in range(t_next - t):
-            b_prev2, b_prev, b = b_prev, b, step(b, rows["X"], rows["y"], col["alpha"], col["beta1"], col["beta2"],
-                                                 **{k: rows[k] for k in (extra or {})})
-        bar.update(int(t_next - t))
-        t = int(t_next)
-        values = measure(b)
-        write(values, b, active, [j])
+    with cpu_threads(device, G * X.shape[-2] * n):
+        t = 0
+        for j, t_next in enumerate(sched):
+            for _ in range(t_next - t):
+                b_prev2, b_prev, b = b_prev, b, step(b, rows["X"], rows["y"], col["alpha"], col["beta1"], col["beta2"],
+                                                     **{k: rows[k] for k in (extra or {})})
+            bar.update(int(t_next - t))
+            t = int(t_next)
+            values = measure(b)
+            write(values, b, active, [j])
 
-        bad = ~torch.isfinite(b).all(dim=1).cpu().numpy()
-        done = np.zeros(active.size, dtype=bool)
-        if bad.any():
-            diverged[active[bad]] = True
-            done |= bad
-        if stop_periodic and t >= 2 and j + 1 < T:
-            fixed = (b == b_prev).all(dim=1).cpu().numpy() & ~bad
-            cycle = (b == b_prev2).all(dim=1).cpu().numpy() & ~bad & ~fixed
-            future = np.arange(j + 1, T)
-            odd = (sched[future] - t) % 2 == 1
-            if fixed.any():
-                write({k: v[fixed] for k, v in values.items()}, b[fixed], active[fixed], future)
-            if cycle.any():
-                m = torch.as_tensor(cycle, device=device)
-                write({k: v[m] for k, v in values.items()}, b[m], active[cycle], future[~odd])
-                sub = {**rows, **{k: rows[k][m] for k in batched}}
-                other = _metrics(b_prev[m], sub["X"], sub["y"], sub["b_star"], col["beta1"][m], col["beta2"][m])
-                write(other, b_prev[m], active[cycle], future[odd])
-            periodic = fixed | cycle
-            if periodic.any():
-                stopped_at[active[periodic]] = t
-                last_odd = (steps - t) % 2 == 1
-                b_final[active[fixed]] = b[torch.as_tensor(fixed, device=device)].cpu().numpy()
-                src = b_prev if last_odd else b
-                b_final[active[cycle]] = src[torch.as_tensor(cycle, device=device)].cpu().numpy()
-                done |= periodic
-        if done.any():
-            keep = torch.as_tensor(~done, device=device)
-            b, b_prev, b_prev2 = b[keep], b_prev[keep], b_prev2[keep]
-            col = {k: v[keep] for k, v in col.items()}
-            rows = {**rows, **{k: rows[k][keep] for k in batched}}
-            active = active[~done]
-            if active.size == 0:
-                break
+            bad = ~torch.isfinite(b).all(dim=1).cpu().numpy()
+            done = np.zeros(active.size, dtype=bool)
+            if bad.any():
+                diverged[active[bad]] = True
+                done |= bad
+            if stop_periodic and t >= 2 and j + 1 < T:
+                fixed = (b == b_prev).all(dim=1).cpu().numpy() & ~bad
+                cycle = (b == b_prev2).all(dim=1).cpu().numpy() & ~bad & ~fixed
+                future = np.arange(j + 1, T)
+                odd = (sched[future] - t) % 2 == 1
+                if fixed.any():
+                    write({k: v[fixed] for k, v in values.items()}, b[fixed], active[fixed], future)
+                if cycle.any():
+                    m = torch.as_tensor(cycle, device=device)
+                    write({k: v[m] for k, v in values.items()}, b[m], active[cycle], future[~odd])
+                    sub = {**rows, **{k: rows[k][m] for k in batched}}
+                    other = _metrics(b_prev[m], sub["X"], sub["y"], sub["b_star"], col["beta1"][m], col["beta2"][m])
+                    write(other, b_prev[m], active[cycle], future[odd])
+                periodic = fixed | cycle
+                if periodic.any():
+                    stopped_at[active[periodic]] = t
+                    last_odd = (steps - t) % 2 == 1
+                    b_final[active[fixed]] = b[torch.as_tensor(fixed, device=device)].cpu().numpy()
+                    src = b_prev if last_odd else b
+                    b_final[active[cycle]] = src[torch.as_tensor(cycle, device=device)].cpu().numpy()
+                    done |= periodic
+            if done.any():
+                keep = torch.as_tensor(~done, device=device)
+                b, b_prev, b_prev2 = b[keep], b_prev[keep], b_prev2[keep]
+                col = {k: v[keep] for k, v in col.items()}
+                rows = {**rows, **{k: rows[k][keep] for k in batched}}
+                active = active[~done]
+                if active.size == 0:
+                    break
     bar.update(steps - bar.n)
     bar.close()
     if active.size:

@@ -48,25 +48,44 @@ def ista_step(b, X, y, alpha, beta1, beta2):
     return soft_threshold(b - alpha * G, alpha * beta1)
 
 
+def _leading(value, ndim: int) -> int:
+    """Size of the configuration axis of ``value`` (1 when it has only its ``ndim`` own axes)."""
+    shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+    return shape[0] if len(shape) == ndim + 1 else 1
+
+
+def _tensor(name: str, value, own: str, G: int) -> torch.Tensor:
+    """``value`` as float64, shaped ``own`` (shared) or (G, ``own``) (one per configuration)."""
+    ndim = own.count(",") + (0 if own.endswith(",)") else 1)
+    t = torch.as_tensor(value if torch.is_tensor(value) else np.asarray(value), dtype=torch.float64)
+    if t.dim() == ndim + 1 and t.shape[0] == 1:
+        t = t[0]
+    if t.dim() not in (ndim, ndim + 1) or (t.dim() == ndim + 1 and t.shape[0] != G):
+        batched = "(G, " + own[1:].replace(",)", ")")
+        raise ValueError(f"{name} must have shape {own} or {batched} with G = {G} configurations, "
+                         f"got {tuple(t.shape)}")
+    return t
+
+
 def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
     """Validate every argument and move the problem to ``device``; nothing is computed before this."""
     device = resolve_device(device)
     check_option("init", init, INITS)
     config = configurations(alpha, beta1, beta2, init_scale)
     G = config["alpha"].size
-    X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X, dtype=torch.float64)
-    y = torch.as_tensor(np.asarray(y) if not torch.is_tensor(y) else y, dtype=torch.float64)
-    if X.dim() not in (2, 3) or (X.dim() == 3 and X.shape[0] not in (1, G)):
-        raise ValueError(f"X must have shape (N, n) or (G, N, n) with G = {G} configurations, got {tuple(X.shape)}")
+    if G == 1:
+        G = max(_leading(X, 2), _leading(y, 1), _leading(b_star, 1) if b_star is not None else 1)
+    if config["alpha"].size == 1:
+        config = {k: np.repeat(v, G) for k, v in config.items()}
+    X, y = _tensor("X", X, "(N, n)", G), _tensor("y", y, "(N,)", G)
     N, n = X.shape[-2:]
-    if y.shape[-1] != N or y.dim() > 2:
-        raise ValueError(f"y must have shape (N,) or (G, N) with N = {N}, got {tuple(y.shape)}")
-    if X.dim() == 3 and X.shape[0] == 1 and G > 1:
-        X = X.expand(G, N, n)
+    if y.shape[-1] != N:
+        raise ValueError(f"y must have shape (N,) or (G, N) with N = {N} (the rows of X), got {tuple(y.shape)}")
     if b_star is not None:
-        b_star = torch.as_tensor(np.asarray(b_star) if not torch.is_tensor(b_star) else b_star, dtype=torch.float64)
+        b_star = _tensor("b_star", b_star, "(n,)", G)
         if b_star.shape[-1] != n:
-            raise ValueError(f"b_star must have shape (n,) or (G, n) with n = {n}, got {tuple(b_star.shape)}")
+            raise ValueError(f"b_star must have shape (n,) or (G, n) with n = {n} (the columns of X), "
+                             f"got {tuple(b_star.shape)}")
         b_star = b_star.to(device)
     check_step_size(X, config)
     z = (torch.randn(n, generator=torch.Generator().manual_seed(int(seed)), dtype=torch.float64) / n ** 0.5

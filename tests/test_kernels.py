@@ -1,0 +1,462 @@
+"""Tests of grokkit.kernels: the three update rules against plain numpy loops, batching,
+convergence, determinism, early stop, logging schedule, divergence and argument checks."""
+import importlib
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import grokkit as gk
+from grokkit import data, theory
+
+run_mod = importlib.import_module("grokkit.kernels.run")
+sparse_mod = importlib.import_module("grokkit.kernels.sparse")
+
+METHODS = ("subgradient", "projected_subgradient", "ista")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matrices: intra-op threads only add synchronisation (and spin badly on a busy CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def prob():
+    return data.make_problem(40, 3, 15, variance="1/N", seed=0)
+
+
+# --- plain numpy references ---------------------------------------------------------------
+
+
+def reference(method, X, y, b0, alpha, beta1, beta2, steps):
+    """Every iterate b^(1..steps+1) of ``method`` as a (steps + 1, n) array (float64 numpy)."""
+    P = np.linalg.pinv(X)
+    b = np.array(b0, dtype=float)
+    out = [b.copy()]
+    for _ in range(steps):
+        if method == "subgradient":
+            b = b - alpha * (X.T @ (X @ b - y) + beta2 * b + beta1 * np.sign(b))
+        elif method == "projected_subgradient":
+            c = b - alpha * (beta2 * b + beta1 * np.sign(b))
+            b = c - P @ (X @ c - y)
+        else:
+            z = b - alpha * (X.T @ (X @ b - y) + beta2 * b)
+            b = np.sign(z) * np.maximum(np.abs(z) - alpha * beta1, 0.0)
+        out.append(b.copy())
+    return np.array(out)
+
+
+def reference_metrics(B, X, y, b_star, beta1, beta2):
+    """The curves of a Trajectory for iterates B (T, n)."""
+    r = B @ X.T - y
+    G = r @ X + beta2 * B
+    return {
+        "train_error": np.linalg.norm(r, axis=1) / np.linalg.norm(y),
+        "test_error": np.linalg.norm(B - b_star, axis=1) / np.linalg.norm(b_star),
+        "l1": np.abs(B).sum(1),
+        "l2": np.linalg.norm(B, axis=1),
+        "grad_ratio": np.linalg.norm(beta1 * np.sign(B), axis=1) / np.linalg.norm(G, axis=1),
+    }
+
+
+def assert_same_curves(method, a, ga, b, gb, what=""):
+    """Curves of configuration ``ga`` of ``a`` and ``gb`` of ``b`` equal up to rounding (relative 1e-10).
+
+    The gradient ratio of the projected subgradient is skipped: its iterates are feasible, so the
+    denominator ||X^T(Xb - y)|| is rounding noise (~1e-16) and the ratio is not reproducible."""
+    for name in run_mod.METRICS:
+        if name == "grad_ratio" and method == "projected_subgradient":
+            continue
+        np.testing.assert_allclose(getattr(a, name)[ga], getattr(b, name)[gb], rtol=1e-10, atol=1e-12,
+                                   err_msg=f"{name} {what}")
+
+
+def solve(method, p, steps, **kwargs):
+    kwargs.setdefault("device", "cpu")
+    return gk.kernels.solve(method, p.X, p.y, b_star=p.b_star, steps=steps, **kwargs)
+
+
+# --- each kernel against the numpy loop -------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_kernel_matches_numpy_loop_one_configuration(method, prob):
+    alpha, beta1, beta2, zeta, steps = 0.5 / prob.lambda_max, 1e-2, 0.05, 0.1, 300
+    traj = solve(method, prob, steps, alpha=alpha, beta1=beta1, beta2=beta2, init="constant",
+                 init_scale=zeta, record_b=True, stop_periodic=False)
+    B = reference(method, prob.X, prob.y, zeta * np.ones(prob.n), alpha, beta1, beta2, steps)
+    np.testing.assert_array_equal(traj.steps, np.arange(steps + 1))
+    assert traj.b.shape == (1, steps + 1, prob.n)
+    assert np.abs(traj.b[0] - B).max() <= 1e-12
+    assert np.abs(traj.b_final[0] - B[-1]).max() <= 1e-12
+    for name, curve in reference_metrics(B, prob.X, prob.y, prob.b_star, beta1, beta2).items():
+        np.testing.assert_allclose(getattr(traj, name)[0], curve, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_kernel_matches_numpy_loop_batched_grid(method, prob):
+    steps, zeta = 300, 0.05
+    cfg = gk.kernels.grid(alpha=np.array([0.3, 1.0, 1.6]) / (prob.lambda_max + 0.1),
+                          beta1=[0.0, 1e-3, 3e-2], beta2=[0.0, 0.1])
+    assert cfg["alpha"].size == 18
+    traj = solve(method, prob, steps, **cfg, init="constant", init_scale=zeta, record_b=True)
+    assert traj.b.shape == (18, steps + 1, prob.n)
+    for g in range(18):
+        a, b1, b2 = cfg["alpha"][g], cfg["beta1"][g], cfg["beta2"][g]
+        B = reference(method, prob.X, prob.y, zeta * np.ones(prob.n), a, b1, b2, steps)
+        assert np.abs(traj.b[g] - B).max() <= 1e-12, (g, a, b1, b2)
+        assert np.abs(traj.b_final[g] - B[-1]).max() <= 1e-12
+        np.testing.assert_allclose(traj.train_error[g], reference_metrics(B, prob.X, prob.y, prob.b_star, b1,
+                                                                          b2)["train_error"], rtol=1e-9, atol=1e-12)
+
+
+def test_random_init_is_scaled_gaussian(prob):
+    steps, zeta, seed = 5, 0.2, 11
+    traj = solve("subgradient", prob, steps, alpha=0.01, beta1=0.0, init_scale=zeta, seed=seed, record_b=True)
+    z = torch.randn(prob.n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).numpy()
+    b0 = zeta * z / np.sqrt(prob.n)
+    np.testing.assert_allclose(traj.b[0, 0], b0, rtol=0, atol=1e-15)
+    B = reference("subgradient", prob.X, prob.y, b0, 0.01, 0.0, 0.0, steps)
+    assert np.abs(traj.b[0] - B).max() <= 1e-12
+
+
+def test_grid_is_cartesian_product_first_axis_slowest():
+    cfg = gk.kernels.grid(alpha=[0.01, 0.1], beta1=[1e-5, 1e-4, 1e-3])
+    np.testing.assert_array_equal(cfg["alpha"], [0.01] * 3 + [0.1] * 3)
+    np.testing.assert_array_equal(cfg["beta1"], [1e-5, 1e-4, 1e-3] * 2)
+
+
+# --- batched equals one at a time -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batched_equals_one_at_a_time(method, prob):
+    steps = 800
+    cfg = gk.kernels.grid(alpha=np.array([0.4, 0.9, 1.5]) / prob.lambda_max, beta1=[1e-3, 1e-2, 5e-2])
+    batch = solve(method, prob, steps, **cfg, seed=3, record_b=True)
+    assert batch.train_error.shape == (9, batch.steps.size)
+    for g in range(9):
+        one = solve(method, prob, steps, alpha=cfg["alpha"][g], beta1=cfg["beta1"][g], seed=3, record_b=True)
+        np.testing.assert_array_equal(one.steps, batch.steps)
+        assert_same_curves(method, batch, g, one, 0, f"of configuration {g}")
+        assert np.abs(batch.b[g] - one.b[0]).max() <= 1e-12
+        assert np.abs(batch.b_final[g] - one.b_final[0]).max() <= 1e-12
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batch_of_problems_equals_each_problem(method):
+    probs = [data.make_problem(40, 3, 15, variance="1/N", seed=s) for s in range(3)]
+    X = np.stack([p.X for p in probs])
+    y = np.stack([p.y for p in probs])
+    b_star = np.stack([p.b_star for p in probs])
+    alpha = np.array([0.5 / p.lambda_max for p in probs])
+    beta1 = np.array([1e-3, 1e-2, 3e-2])
+    steps = 800
+    batch = gk.kernels.solve(method, X, y, b_star=b_star, alpha=alpha, beta1=beta1, beta2=0.01, steps=steps,
+                             seed=1, device="cpu", record_b=True)
+    assert batch.b.shape == (3, batch.steps.size, 40)
+    for g, p in enumerate(probs):
+        one = solve(method, p, steps, alpha=alpha[g], beta1=beta1[g], beta2=0.01, seed=1, record_b=True)
+        assert_same_curves(method, batch, g, one, 0, f"of problem {g}")
+        assert np.abs(batch.b[g] - one.b[0]).max() <= 1e-12
+
+
+# --- convergence ------------------------------------------------------------------------------
+
+
+def test_subgradient_without_l1_converges_to_least_squares_full_rank():
+    p = data.make_problem(20, 3, 40, variance="1/N", seed=4)
+    assert np.linalg.matrix_rank(p.X) == 20
+    traj = solve("subgradient", p, 3000, alpha=1.0 / p.lambda_max, beta1=0.0, init_scale=1.0)
+    assert np.abs(traj.b_final[0] - data.least_squares(p.X, p.y)).max() <= 1e-8
+    assert traj.train_error[0, -1] < 1e-8  # noiseless: b_hat = b_star interpolates
+    assert traj.test_error[0, -1] < 1e-7
+
+
+def test_subgradient_without_l1_converges_on_the_row_space(prob):
+    traj = solve("subgradient", prob, 3000, alpha=1.0 / prob.lambda_max, beta1=0.0, init_scale=1.0)
+    P = theory.range_projector(prob.X)
+    b = traj.b_final[0]
+    assert np.abs(P @ (b - prob.b_hat)).max() <= 1e-8
+    # the null-space component is never touched: it stays that of the initial point
+    b0 = _random_init(prob.n, 1.0, seed=0)
+    np.testing.assert_allclose((np.eye(prob.n) - P) @ b, (np.eye(prob.n) - P) @ b0, atol=1e-10)
+
+
+def _random_init(n, zeta, seed):
+    z = torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).numpy()
+    return zeta * z / np.sqrt(n)
+
+
+def lasso_kkt_residual(X, y, b, beta1, beta2):
+    """Violation of the optimality conditions 0 in G_beta2(b) + beta1 d||b||_1."""
+    g = X.T @ (X @ b - y) + beta2 * b
+    on = b != 0
+    return max(np.abs(g[on] + beta1 * np.sign(b[on])).max(initial=0.0),
+               np.abs(g[~on]).max(initial=0.0) - beta1, 0.0)
+
+
+def lasso_objective(X, y, b, beta1, beta2):
+    return 0.5 * np.sum((X @ b - y) ** 2) + 0.5 * beta2 * b @ b + beta1 * np.abs(b).sum()
+
+
+def test_ista_reaches_the_lasso_solution(prob):
+    from grokkit import baselines
+
+    beta1 = 1e-2
+    traj = solve("ista", prob, 5000, alpha=1.0 / prob.lambda_max, beta1=beta1)
+    sol = baselines.lasso(prob.X, prob.y, beta1)
+    assert sol.solver == "CLARABEL"
+    b = traj.b_final[0]
+    assert np.abs(b - sol.b).max() <= 1e-6
+    assert lasso_kkt_residual(prob.X, prob.y, b, beta1, 0.0) <= 1e-12
+    assert 0 < np.count_nonzero(b) < prob.n  # the l1 term is active: a sparse, nonzero solution
+
+
+def test_ista_with_ridge_reaches_the_elastic_net_solution(prob):
+    """With beta2 > 0 CLARABEL's default tolerances give the minimiser only to ~1e-4 (its objective
+    to ~1e-9), so ISTA is checked on the optimality conditions and the objective."""
+    from grokkit import baselines
+
+    beta1, beta2 = 1e-2, 0.1
+    traj = solve("ista", prob, 5000, alpha=1.0 / (prob.lambda_max + beta2), beta1=beta1, beta2=beta2)
+    sol = baselines.lasso(prob.X, prob.y, beta1, beta2)
+    b = traj.b_final[0]
+    assert lasso_kkt_residual(prob.X, prob.y, b, beta1, beta2) <= 1e-12
+    assert lasso_objective(prob.X, prob.y, b, beta1, beta2) <= sol.value + 1e-12
+    assert lasso_objective(prob.X, prob.y, b, beta1, beta2) == pytest.approx(sol.value, rel=1e-6)
+    assert np.abs(b - sol.b).max() <= 1e-4
+
+
+def test_projected_subgradient_stays_feasible(prob):
+    cfg = gk.kernels.grid(alpha=[0.01, 0.1, 0.25], beta1=[1e-3, 1e-1], beta2=[0.0, 0.5])
+    traj = solve("projected_subgradient", prob, 500, **cfg, init_scale=1.0, record_b=True)
+    assert traj.train_error[:, 0].min() > 1e-3  # the initial point is not feasible
+    assert traj.train_error[:, 1:].max() <= 1e-12
+    residual = np.einsum("nk,gtk->gtn", prob.X, traj.b[:, 1:]) - prob.y
+    assert np.abs(residual).max() <= 1e-12
+
+
+# --- determinism ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_same_seed_identical_bits(method, prob):
+    cfg = gk.kernels.grid(alpha=np.array([0.5, 1.5]) / prob.lambda_max, beta1=[1e-3, 1e-2])
+    a = solve(method, prob, 400, **cfg, seed=5, init_scale=0.5)
+    b = solve(method, prob, 400, **cfg, seed=5, init_scale=0.5)
+    for name in (*run_mod.METRICS, "b_final", "steps", "stopped_at"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    c = solve(method, prob, 400, **cfg, seed=6, init_scale=0.5)
+    assert not np.array_equal(a.b_final, c.b_final)
+    assert not np.array_equal(a.l1, c.l1)
+
+
+# --- early stop of exactly periodic configurations ---------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_stop_periodic_changes_nothing(method, prob):
+    cfg = gk.kernels.grid(alpha=np.array([0.5, 1.0, 1.9]) / prob.lambda_max, beta1=[1e-2, 1e-1])
+    steps = 4000
+    on = solve(method, prob, steps, **cfg, stop_periodic=True, record_b=True, dense=200, per_decade=50)
+    off = solve(method, prob, steps, **cfg, stop_periodic=False, record_b=True, dense=200, per_decade=50)
+    np.testing.assert_array_equal(off.stopped_at, -1)
+    for g in range(len(on)):
+        assert_same_curves(method, on, g, off, g, f"of configuration {g}")
+    assert np.abs(on.b - off.b).max() <= 1e-12
+    assert np.abs(on.b_final - off.b_final).max() <= 1e-12
+    if method == "ista":
+        assert (on.stopped_at >= 0).any()  # the feature was exercised
+        stopped = on.stopped_at >= 0
+        assert (on.stopped_at[stopped] < steps).all()
+
+
+def test_stop_periodic_handles_period_two_cycles(prob):
+    """A configuration whose iterate alternates between two points, bit for bit."""
+    X, y = (torch.as_tensor(a) for a in (prob.X, prob.y))
+    config = run_mod.configurations([0.1, 0.1], 0.0, 0.0, 1.0)
+    b0 = torch.ones(2, prob.n, dtype=torch.float64)
+
+    def step(b, X, y, alpha, beta1, beta2):
+        flip = -b  # period 2 for every row
+        return flip
+
+    for steps in (1500, 1501):
+        on = run_mod.run("flip", step, X, y, None, config, b0, steps, record_b=True, progress=False)
+        off = run_mod.run("flip", step, X, y, None, config, b0, steps, record_b=True, stop_periodic=False,
+                          progress=False)
+        assert (on.stopped_at == 2).all()
+        np.testing.assert_array_equal(on.b, off.b)
+        np.testing.assert_array_equal(on.b_final, off.b_final)
+        np.testing.assert_array_equal(on.b_final[0], (-1.0) ** steps * np.ones(prob.n))
+        for name in ("train_error", "l1", "l2"):
+            np.testing.assert_array_equal(getattr(on, name), getattr(off, name))
+
+
+# --- logging schedule and trajectory shapes ---------------------------------------------------
+
+
+def test_log_schedule_long_run():
+    s = gk.kernels.log_schedule(10**8)
+    assert s.size < 2000
+    np.testing.assert_array_equal(s[:1001], np.arange(1001))
+    assert (np.diff(s) > 0).all()
+    assert s[-1] == 10**8
+    assert s.dtype.kind == "i"
+
+
+def test_log_schedule_short_run_is_every_step():
+    np.testing.assert_array_equal(gk.kernels.log_schedule(1000), np.arange(1001))
+    np.testing.assert_array_equal(gk.kernels.log_schedule(37), np.arange(38))
+    np.testing.assert_array_equal(gk.kernels.log_schedule(20, dense=50), np.arange(21))
+    s = gk.kernels.log_schedule(5000, dense=10, per_decade=10)
+    np.testing.assert_array_equal(s[:11], np.arange(11))
+    assert s[-1] == 5000 and (np.diff(s) > 0).all() and s.size < 50
+
+
+@pytest.mark.parametrize("record_b", [False, True])
+def test_trajectory_shapes(prob, record_b):
+    cfg = gk.kernels.grid(alpha=[0.01, 0.02], beta1=[1e-3, 1e-2, 1e-1])
+    traj = solve("ista", prob, 3000, **cfg, record_b=record_b)
+    T = gk.kernels.log_schedule(3000).size
+    assert len(traj) == 6
+    np.testing.assert_array_equal(traj.steps, gk.kernels.log_schedule(3000))
+    for name in run_mod.METRICS:
+        assert getattr(traj, name).shape == (6, T)
+    assert traj.b_final.shape == (6, prob.n)
+    assert traj.diverged.shape == (6,) and not traj.diverged.any()
+    assert traj.stopped_at.shape == (6,)
+    assert traj.method == "ista" and traj.device == "cpu"
+    np.testing.assert_allclose(traj.alpha_beta1, cfg["alpha"] * cfg["beta1"])
+    if record_b:
+        assert traj.b.shape == (6, T, prob.n)
+        np.testing.assert_array_equal(traj.b[:, -1], traj.b_final)
+    else:
+        assert traj.b is None
+
+
+def test_test_error_is_nan_without_b_star(prob):
+    traj = gk.kernels.ista(prob.X, prob.y, alpha=0.01, beta1=1e-3, steps=10, device="cpu")
+    assert np.isnan(traj.test_error).all()
+    assert np.isfinite(traj.train_error).all()
+
+
+# --- divergence -------------------------------------------------------------------------------
+
+
+def test_divergence_is_reported(prob):
+    X, y, b_star = prob.tensors("cpu")
+    config = run_mod.configurations([2.0, 0.5 / prob.lambda_max], 1e-3, 0.0, 1.0)
+    b0 = torch.full((2, prob.n), 0.1, dtype=torch.float64)
+
+    def step(b, X, y, alpha, beta1, beta2):
+        # configuration 0 (marked by alpha > 1) overflows after two steps
+        return torch.where(alpha > 1.0, b * 1e200, sparse_mod.subgradient_step(b, X, y, alpha, beta1, beta2))
+
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        traj = run_mod.run("blowup", step, X, y, b_star, config, b0, 200, progress=False)
+    np.testing.assert_array_equal(traj.diverged, [True, False])
+    assert np.isfinite(traj.b_final[1]).all()
+    for name in ("train_error", "test_error", "l1", "l2", "grad_ratio"):
+        assert np.isfinite(getattr(traj, name)[1]).all(), name
+    assert np.isfinite(traj.l1[0, :2]).all() and not np.isfinite(traj.l1[0, 2:]).any()
+    # the healthy configuration ran exactly as it would alone
+    B = reference("subgradient", prob.X, prob.y, np.full(prob.n, 0.1), config["alpha"][1], 1e-3, 0.0, 200)
+    assert np.abs(traj.b_final[1] - B[-1]).max() <= 1e-12
+
+
+# --- bad inputs -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_run(monkeypatch):
+    def computed(*args, **kwargs):
+        raise AssertionError("the kernel started iterating before validating its arguments")
+
+    monkeypatch.setattr(sparse_mod, "run", computed)
+
+
+def test_alpha_above_stability_limit(no_run, prob):
+    beta2 = 0.5
+    limit = 2.0 / (prob.lambda_max + beta2)
+    for method in METHODS:
+        with pytest.raises(ValueError, match=re.escape("alpha must be in (0, 2/(lambda_max + beta2))")) as err:
+            solve(method, prob, 10, alpha=[0.1 * limit, 1.01 * limit], beta1=1e-3, beta2=beta2)
+        assert f"(0, {limit:.6g})" in str(err.value)
+    with pytest.raises(ValueError, match=re.escape("alpha must be in (0, 2/(lambda_max + beta2))")):
+        solve("ista", prob, 10, alpha=limit, beta1=1e-3, beta2=beta2)  # the limit itself is excluded
+
+
+BAD_KWARGS = [
+    (dict(alpha=0.0, beta1=1e-3), r"alpha must be in \(0\.0, inf\)"),
+    (dict(alpha=-0.01, beta1=1e-3), r"alpha must be in \(0\.0, inf\)"),
+    (dict(alpha=0.01, beta1=-1e-3), r"beta1 must be in \[0\.0, inf\)"),
+    (dict(alpha=0.01, beta1=[1e-3, float("nan")]), r"beta1 must be in \[0\.0, inf\)"),
+    (dict(alpha=0.01, beta1=1e-3, beta2=-0.1), r"beta2 must be in \[0\.0, inf\)"),
+    (dict(alpha=0.01, beta1=1e-3, init="zeros"), r"init must be one of 'random', 'constant'"),
+    (dict(alpha=0.01, beta1=1e-3, device="tpu"), r"device must be one of 'auto', 'cpu', 'cuda'"),
+    (dict(alpha=[0.01, 0.02], beta1=[1e-3, 1e-2, 1e-1]),
+     r"alpha, beta1, beta2 and init_scale must be scalars or 1-D of one length G"),
+    (dict(alpha=[[0.01, 0.02]], beta1=1e-3), r"must be scalars or 1-D of one length G"),
+    (dict(alpha=0.01, beta1=1e-3, steps=0), r"steps must be an integer in \[1, inf\)"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_KWARGS)
+def test_bad_hyper_parameters_fail_before_compute(no_run, prob, kwargs, message):
+    kwargs = {"steps": 10, **kwargs}
+    for method in METHODS:
+        with pytest.raises(ValueError, match=message):
+            gk.kernels.solve(method, prob.X, prob.y, **{"device": "cpu", **kwargs})
+
+
+def test_unknown_method(no_run, prob):
+    with pytest.raises(ValueError, match=r"method must be one of 'subgradient', 'projected_subgradient', 'ista'"):
+        gk.kernels.solve("foo", prob.X, prob.y, alpha=0.01, beta1=1e-3, steps=10)
+
+
+def test_unknown_device():
+    with pytest.raises(ValueError, match=r"device must be one of"):
+        gk.kernels.resolve_device("gpu0")
+    assert gk.kernels.resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device must be 'auto' or 'cpu' on this machine"):
+            gk.kernels.resolve_device("cuda")
+
+
+def test_wrong_shapes_fail_before_compute(no_run, prob):
+    kw = dict(alpha=0.01, beta1=1e-3, steps=10, device="cpu")
+    with pytest.raises(ValueError, match=r"X must have shape \(N, n\) or \(G, N, n\)"):
+        gk.kernels.ista(prob.X[0], prob.y, **kw)
+    with pytest.raises(ValueError, match=r"X must have shape \(N, n\) or \(G, N, n\) with G = 2"):
+        gk.kernels.ista(np.stack([prob.X] * 3), prob.y, **{**kw, "alpha": [0.01, 0.02]})
+    with pytest.raises(ValueError, match=r"y must have shape \(N,\) or \(G, N\) with N = 15"):
+        gk.kernels.ista(prob.X, prob.y[:-1], **kw)
+    with pytest.raises(ValueError, match=r"y must have shape \(N,\) or \(G, N\) with N = 15"):
+        gk.kernels.ista(prob.X, prob.y[:, None], **kw)
+    with pytest.raises(ValueError, match=r"b_star must have shape \(n,\) or \(G, n\) with n = 40"):
+        gk.kernels.ista(prob.X, prob.y, b_star=prob.b_star[:-1], **kw)
+
+
+def test_y_with_wrong_number_of_rows_fails_before_compute(no_run, prob):
+    with pytest.raises(ValueError, match=r"y must have shape \(N,\) or \(G, N\) with G = 2"):
+        gk.kernels.ista(prob.X, np.stack([prob.y] * 3), alpha=[0.01, 0.02], beta1=1e-3, steps=10, device="cpu")
+
+
+def test_single_row_y_broadcasts_over_configurations(prob):
+    alpha = np.array([1.0, 0.5]) / prob.lambda_max
+    a = gk.kernels.ista(prob.X, prob.y[None], alpha=alpha, beta1=0.05, steps=3000, device="cpu")
+    b = gk.kernels.ista(prob.X, prob.y, alpha=alpha, beta1=0.05, steps=3000, device="cpu")
+    np.testing.assert_array_equal(a.b_final, b.b_final)
+
+
+def test_projected_needs_N_at_most_n(no_run):
+    p = data.make_problem(20, 3, 40, variance="1/N", seed=4)
+    with pytest.raises(ValueError, match=r"projected_subgradient needs rank\(X\) = N <= n.*N = 40, n = 20"):
+        gk.kernels.projected_subgradient(p.X, p.y, alpha=0.01, beta1=1e-3, steps=10, device="cpu")

@@ -1,0 +1,161 @@
+"""Tests of grokkit.report: preset resolution, claims, summary, verify and the JSON summary."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from grokkit import report
+from grokkit.report import Report, resolve
+
+PRESETS = {
+    "quick": {"steps": 1000, "n": 40, "beta1": 1e-3},
+    "paper": {"steps": 10**6, "n": 100, "beta1": 1e-5},
+}
+
+
+# --- resolve --------------------------------------------------------------------------------
+
+
+def test_resolve_preset_values():
+    assert resolve(PRESETS, "quick", {}) == PRESETS["quick"]
+    assert resolve(PRESETS, "paper", {}) == PRESETS["paper"]
+
+
+def test_resolve_none_keeps_preset_and_value_overrides():
+    given = {"steps": None, "n": 20, "beta1": 0.0, "unrelated": 5, "__name__": "__main__"}
+    params = resolve(PRESETS, "paper", given)
+    assert params == {"steps": 10**6, "n": 20, "beta1": 0.0}  # 0.0 is a value, not "unset"
+    assert PRESETS["paper"] == {"steps": 10**6, "n": 100, "beta1": 1e-5}  # the preset is not modified
+
+
+def test_resolve_unknown_preset():
+    with pytest.raises(ValueError, match=r"preset must be one of \['paper', 'quick'\], got 'full'"):
+        resolve(PRESETS, "full", {})
+
+
+# --- claims ---------------------------------------------------------------------------------
+
+
+def make_report():
+    r = Report("01_demo", {"steps": 100})
+    r.claim_between("between ok", 0.5, 0.0, 1.0)
+    r.claim_between("between bad", 1.5, 0.0, 1.0)
+    r.claim_close("close ok", 1.05, 1.0, 0.1)
+    r.claim_close("close bad", 1.5, 1.0, 0.1)
+    r.claim_below("below ok", 1.0, 1.0)
+    r.claim_below("below bad", 2.0, 1.0)
+    r.claim_above("above ok", 3.0, 2.0)
+    r.claim_above("above bad", 1.0, 2.0)
+    r.claim_true("true ok", np.bool_(True))
+    r.claim_true("true bad", False, expected="the run converged")
+    return r
+
+
+def test_claims_pass_and_fail():
+    r = make_report()
+    results = {c.name: c.passed for c in r.claims}
+    assert results == {f"{kind} {tag}": tag == "ok" for kind in ("between", "close", "below", "above", "true")
+                       for tag in ("ok", "bad")}
+    assert all(isinstance(c.passed, bool) for c in r.claims)
+
+
+@pytest.mark.parametrize("add", [
+    lambda r: r.claim_between("nan", math.nan, -math.inf, math.inf),
+    lambda r: r.claim_close("nan", math.nan, 0.0, math.inf),
+    lambda r: r.claim_below("nan", math.nan, math.inf),
+    lambda r: r.claim_above("nan", np.float64("nan"), -math.inf),
+])
+def test_nan_fails(add):
+    r = Report("nb", {})
+    claim = add(r)
+    assert claim.passed is False
+    assert r.summary().startswith("FAIL")
+
+
+def test_same_name_replaces_the_claim():
+    r = Report("nb", {})
+    r.claim_below("x", 2.0, 1.0)
+    r.claim_below("x", 0.5, 1.0)
+    assert [(c.name, c.passed) for c in r.claims] == [("x", True)]
+
+
+def test_summary_lines():
+    r = make_report()
+    lines = r.summary().splitlines()
+    assert len(lines) == 10
+    for line, claim in zip(lines, r.claims):
+        assert line.startswith("PASS" if claim.passed else "FAIL")
+        assert claim.name in line
+    assert "measured 0.5, expected in [0, 1]" in lines[0]
+    assert "expected the run converged" in lines[-1]
+
+
+def test_verify_lists_failing_claims():
+    r = make_report()
+    with pytest.raises(AssertionError) as err:
+        r.verify()
+    text = str(err.value)
+    for c in r.claims:
+        assert (c.name in text) == (not c.passed), c.name
+
+
+def test_verify_passes_when_all_claims_pass():
+    r = Report("nb", {})
+    r.claim_below("small", 0.1, 1.0)
+    r.verify()
+    Report("empty", {}).verify()
+
+
+# --- save -----------------------------------------------------------------------------------
+
+
+def _strict_load(path):
+    def no_constant(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh, parse_constant=no_constant)
+
+
+def test_save_writes_nothing_without_the_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.delenv(report.SUMMARY_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert make_report().save() is None
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(report.SUMMARY_ENV, "")
+    assert make_report().save() is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_writes_strict_json(monkeypatch, tmp_path):
+    path = tmp_path / "summary.json"
+    monkeypatch.setenv("GROKKIT_SUMMARY", str(path))
+    r = make_report()
+    r.claim_below("nan claim", math.nan, 1.0)
+    r.measure(t1=np.array([1.0, np.nan, np.inf]), count=np.int64(3), flag=np.bool_(True), slope=np.float32(-1.0),
+              nested={"a": (np.float64(2.0), math.nan)})
+    assert r.save() == str(path)
+    out = _strict_load(path)
+    assert out["notebook"] == "01_demo"
+    assert out["parameters"] == {"steps": 100}
+    assert out["measured"] == {"t1": [1.0, None, None], "count": 3, "flag": True, "slope": -1.0,
+                               "nested": {"a": [2.0, None]}}
+    assert out["all_claims_pass"] is False
+    assert len(out["claims"]) == 11
+    for claim, c in zip(out["claims"], r.claims):
+        assert set(claim) == {"name", "value", "expected", "pass"}
+        assert claim["name"] == c.name and claim["expected"] == c.expected and claim["pass"] is c.passed
+    assert out["claims"][0]["value"] == 0.5
+    assert out["claims"][-1] == {"name": "nan claim", "value": None, "expected": "<= 1", "pass": False}
+    assert {"python", "numpy", "torch", "grokkit"} <= set(out["versions"])
+    assert out["device"] in ("cpu", "cuda")
+
+
+def test_save_all_claims_pass(monkeypatch, tmp_path):
+    path = tmp_path / "ok.json"
+    monkeypatch.setenv("GROKKIT_SUMMARY", str(path))
+    r = Report("nb", {"preset": "quick"})
+    r.claim_close("slope", -1.0, -1.0, 0.1)
+    r.save()
+    assert _strict_load(path)["all_claims_pass"] is True
