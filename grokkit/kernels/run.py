@@ -164,18 +164,43 @@ def apply_t(X: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     return r @ X if X.dim() == 2 else torch.bmm(r.unsqueeze(1), X).squeeze(1)
 
 
-def _metrics(b, X, y, b_star, beta1, beta2) -> dict[str, torch.Tensor]:
-    r = apply(X, b) - y
-    G = apply_t(X, r) + beta2 * b
-    out = {
-        "train_error": r.norm(dim=-1) / y.norm(dim=-1),
-        "l1": b.abs().sum(-1),
-        "l2": b.norm(dim=-1),
-        "grad_ratio": (beta1 * torch.sign(b)).norm(dim=-1) / G.norm(dim=-1),
-    }
-    out["test_error"] = ((b - b_star).norm(dim=-1) / b_star.norm(dim=-1) if b_star is not None
-                         else torch.full_like(out["l1"], math.nan))
-    return out
+def residual(X: torch.Tensor, b: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    r""":math:`\tilde Xb - y^*` for every row of ``b``, one fused product for a shared X."""
+    return torch.addmm(y, b, X.mT, beta=-1) if X.dim() == 2 else apply(X, b) - y
+
+
+def gradient(X: torch.Tensor, r: torch.Tensor, plus: torch.Tensor) -> torch.Tensor:
+    r""":math:`\tilde X^\top r` + ``plus`` for every row of ``r``, one fused product for a shared X."""
+    return torch.addmm(plus, r, X) if X.dim() == 2 else apply_t(X, r) + plus
+
+
+def _metrics(b, X, y, b_star, beta1, beta2) -> torch.Tensor:
+    """The :data:`METRICS` of every row of ``b``, stacked: shape (5, g)."""
+    r = residual(X, b, y)
+    G = gradient(X, r, beta2 * b)
+    test = ((b - b_star).norm(dim=-1) / b_star.norm(dim=-1) if b_star is not None
+            else torch.full_like(b[:, 0], math.nan))
+    return torch.stack([r.norm(dim=-1) / y.norm(dim=-1), test, b.abs().sum(-1), b.norm(dim=-1),
+                        (beta1 * torch.sign(b)).norm(dim=-1) / G.norm(dim=-1)])
+
+
+class _Records:
+    """Recorded curves (5, G, T) and iterates (G, T, n) of a run, kept on its device."""
+
+    def __init__(self, G: int, T: int, n: int, record_b: bool, device: torch.device):
+        if record_b and G * T * n * 8 > 4e9:
+            raise ValueError(f"record_b would keep {G * T * n * 8 / 1e9:.1f} GB of iterates; "
+                             "lower per_decade or dense, or run fewer configurations")
+        kw = {"dtype": torch.float64, "device": device}
+        self.curves = torch.full((len(METRICS), G, T), math.nan, **kw)
+        self.b = torch.full((G, T, n), math.nan, **kw) if record_b else None
+        self.b_final = torch.full((G, n), math.nan, **kw)
+
+    def write(self, rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, b: torch.Tensor) -> None:
+        """Record ``values`` (5, g) and iterates ``b`` (g, n) of ``rows`` at every column in ``cols``."""
+        self.curves[:, rows[:, None], cols[None, :]] = values[:, :, None]
+        if self.b is not None:
+            self.b[rows[:, None], cols[None, :]] = b[:, None, :]
 
 
 def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: torch.Tensor | None,
@@ -183,98 +208,112 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
         record_b: bool = False, dense: int = 1000, per_decade: int = 100, stop_periodic: bool = True,
         progress: bool | None = None) -> Trajectory:
     """Iterate ``b <- step(b, X, y, alpha, beta1, beta2, **extra)`` ``steps`` times for every
-    configuration and record the traces on :func:`log_schedule`.
+    configuration and record the traces on :func:`log_schedule`. ``beta2`` is passed as None
+    when it is 0 for every configuration, so that steps can skip its terms.
 
     Tensors whose leading axis is the configuration axis (``b0``; ``X``, ``y``,
     ``b_star`` and the tensors in ``extra`` when batched) shrink together when a
     configuration stops (exactly periodic) or diverges (non-finite), so finished
-    configurations cost nothing; the numbers recorded are those of a full run.
+    configurations cost nothing; the numbers recorded are those of a full run, up to
+    rounding (a smaller batch may round differently, ~1e-16).
     ``progress=None`` shows a progress bar only on a terminal.
     """
     t_start = time.perf_counter()
-    device = b0.device
-    G, n = b0.shape
+    device, (G, n) = b0.device, b0.shape
     sched = log_schedule(steps, dense, per_decade)
-    T = sched.size
-    if record_b and G * T * n * 8 > 4e9:
-        raise ValueError(f"record_b would keep {G * T * n * 8 / 1e9:.1f} GB of iterates; "
-                         "lower per_decade or dense, or run fewer configurations")
-    rec = {k: np.full((G, T), np.nan) for k in METRICS}
-    b_rec = np.full((G, T, n), np.nan) if record_b else None
-    b_final = np.full((G, n), np.nan)
-    diverged = np.zeros(G, dtype=bool)
-    stopped_at = np.full(G, -1, dtype=np.int64)
-
-    col = {k: torch.as_tensor(config[k], dtype=b0.dtype, device=device)[:, None] for k in ("alpha", "beta1", "beta2")}
-    rows = {"X": X, "y": y, "b_star": b_star, **(extra or {})}
-    batched = {k for k, v in rows.items() if v is not None and v.dim() == _UNBATCHED_DIM.get(k, 1) + 1}
-    active = np.arange(G)
-    b = b_prev = b_prev2 = b0
-
-    def write(values: dict, iterate: torch.Tensor, idx: np.ndarray, cols) -> None:
-        for k in METRICS:
-            rec[k][np.ix_(idx, cols)] = values[k].cpu().numpy()[:, None]
-        if record_b:
-            b_rec[np.ix_(idx, cols)] = iterate.cpu().numpy()[:, None, :]
-
-    def measure(iterate: torch.Tensor) -> dict:
-        return _metrics(iterate, rows["X"], rows["y"], rows["b_star"], col["beta1"], col["beta2"])
-
-    bar = tqdm(total=steps, desc=method, disable=(not sys.stderr.isatty()) if progress is None else not progress,
-               leave=False)
+    cols = torch.arange(sched.size, device=device)
+    rec = _Records(G, sched.size, n, record_b, device)
+    state = _State(X, y, b_star, extra or {}, config, b0)
+    diverged, stopped_at = np.zeros(G, dtype=bool), np.full(G, -1, dtype=np.int64)
+    bar = tqdm(total=steps, desc=method, leave=False,
+               disable=(not sys.stderr.isatty()) if progress is None else not progress)
     with cpu_threads(device, G * X.shape[-2] * n):
         t = 0
         for j, t_next in enumerate(sched):
-            for _ in range(t_next - t):
-                b_prev2, b_prev, b = b_prev, b, step(b, rows["X"], rows["y"], col["alpha"], col["beta1"], col["beta2"],
-                                                     **{k: rows[k] for k in (extra or {})})
-            bar.update(int(t_next - t))
+            state.advance(step, int(t_next) - t)
+            bar.update(int(t_next) - t)
             t = int(t_next)
-            values = measure(b)
-            write(values, b, active, [j])
-
-            bad = ~torch.isfinite(b).all(dim=1).cpu().numpy()
-            done = np.zeros(active.size, dtype=bool)
-            if bad.any():
-                diverged[active[bad]] = True
-                done |= bad
-            if stop_periodic and t >= 2 and j + 1 < T:
-                fixed = (b == b_prev).all(dim=1).cpu().numpy() & ~bad
-                cycle = (b == b_prev2).all(dim=1).cpu().numpy() & ~bad & ~fixed
-                future = np.arange(j + 1, T)
-                odd = (sched[future] - t) % 2 == 1
-                if fixed.any():
-                    write({k: v[fixed] for k, v in values.items()}, b[fixed], active[fixed], future)
-                if cycle.any():
-                    m = torch.as_tensor(cycle, device=device)
-                    write({k: v[m] for k, v in values.items()}, b[m], active[cycle], future[~odd])
-                    sub = {**rows, **{k: rows[k][m] for k in batched}}
-                    other = _metrics(b_prev[m], sub["X"], sub["y"], sub["b_star"], col["beta1"][m], col["beta2"][m])
-                    write(other, b_prev[m], active[cycle], future[odd])
-                periodic = fixed | cycle
-                if periodic.any():
-                    stopped_at[active[periodic]] = t
-                    last_odd = (steps - t) % 2 == 1
-                    b_final[active[fixed]] = b[torch.as_tensor(fixed, device=device)].cpu().numpy()
-                    src = b_prev if last_odd else b
-                    b_final[active[cycle]] = src[torch.as_tensor(cycle, device=device)].cpu().numpy()
-                    done |= periodic
+            values = state.metrics(state.b)
+            rec.write(state.rows, cols[j:j + 1], values, state.b)
+            done = ~torch.isfinite(state.b).all(dim=1)
+            diverged[state.rows[done].cpu().numpy()] = True
+            if stop_periodic and t > dense and j + 1 < sched.size:
+                periodic = state.record_cycles(rec, values, sched, j, steps) & ~done
+                stopped_at[state.rows[periodic].cpu().numpy()] = t
+                done |= periodic
             if done.any():
-                keep = torch.as_tensor(~done, device=device)
-                b, b_prev, b_prev2 = b[keep], b_prev[keep], b_prev2[keep]
-                col = {k: v[keep] for k, v in col.items()}
-                rows = {**rows, **{k: rows[k][keep] for k in batched}}
-                active = active[~done]
-                if active.size == 0:
+                state.drop(done)
+                if state.rows.numel() == 0:
                     break
     bar.update(steps - bar.n)
     bar.close()
-    if active.size:
-        b_final[active] = b.cpu().numpy()
+    rec.b_final[state.rows] = state.b
     if diverged.any():
         warnings.warn(f"{method}: {diverged.sum()} configuration(s) diverged (non-finite iterates): "
                       + ", ".join(f"#{g} (alpha={config['alpha'][g]:g}, beta1={config['beta1'][g]:g}, "
                                   f"beta2={config['beta2'][g]:g})" for g in np.flatnonzero(diverged)),
                       RuntimeWarning, stacklevel=3)
-    return Trajectory(method=method, steps=sched, config=config, b=b_rec, b_final=b_final, diverged=diverged,
-                      stopped_at=stopped_at, device=str(device), seconds=time.perf_counter() - t_start, **rec)
+    curves = dict(zip(METRICS, rec.curves.cpu().numpy()))
+    return Trajectory(method=method, steps=sched, config=config, b=None if rec.b is None else rec.b.cpu().numpy(),
+                      b_final=rec.b_final.cpu().numpy(), diverged=diverged, stopped_at=stopped_at, device=str(device),
+                      seconds=time.perf_counter() - t_start, **curves)
+
+
+class _State:
+    """The iterates of the configurations still running, with their hyper-parameters and data."""
+
+    def __init__(self, X, y, b_star, extra: dict, config: dict[str, np.ndarray], b0: torch.Tensor):
+        device = b0.device
+        self.col = {k: torch.as_tensor(config[k], dtype=b0.dtype, device=device)[:, None]
+                    for k in ("alpha", "beta1", "beta2")}
+        self.ridge = bool(np.any(config["beta2"]))
+        self.data = {"X": X, "y": y, "b_star": b_star, **extra}
+        self.extra = tuple(extra)
+        self.batched = {k for k, v in self.data.items() if v is not None and v.dim() == _UNBATCHED_DIM.get(k, 1) + 1}
+        self.rows = torch.arange(b0.shape[0], device=device)
+        self.b = self.b_prev = self.b_prev2 = b0
+
+    def advance(self, step: Callable, k: int) -> None:
+        """``k`` updates; the two previous iterates are kept to detect cycles."""
+        X, y, c = self.data["X"], self.data["y"], self.col
+        beta2 = c["beta2"] if self.ridge else None
+        extra = {name: self.data[name] for name in self.extra}
+        for _ in range(k):
+            self.b_prev2, self.b_prev, self.b = self.b_prev, self.b, step(self.b, X, y, c["alpha"], c["beta1"],
+                                                                          beta2, **extra)
+
+    def metrics(self, b: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        data, col = self.data, self.col
+        if mask is not None:
+            data = {**data, **{k: data[k][mask] for k in self.batched}}
+            col = {k: v[mask] for k, v in col.items()}
+        return _metrics(b, data["X"], data["y"], data["b_star"], col["beta1"], col["beta2"])
+
+    def record_cycles(self, rec: _Records, values: torch.Tensor, sched: np.ndarray, j: int,
+                      steps: int) -> torch.Tensor:
+        """Find rows whose iterate repeats exactly with period 1 or 2, fill their remaining
+        records (and final iterate) from the cycle, and return them as a mask."""
+        fixed = (self.b == self.b_prev).all(dim=1)
+        cycle = (self.b == self.b_prev2).all(dim=1) & ~fixed
+        periodic = fixed | cycle
+        if not periodic.any():
+            return periodic
+        t = int(sched[j])
+        future = torch.as_tensor(sched[j + 1:], device=self.b.device)
+        odd = (future - t) % 2 == 1
+        cols = torch.arange(j + 1, sched.size, device=self.b.device)
+        rec.write(self.rows[fixed], cols, values[:, fixed], self.b[fixed])
+        rec.write(self.rows[cycle], cols[~odd], values[:, cycle], self.b[cycle])
+        rec.write(self.rows[cycle], cols[odd], self.metrics(self.b_prev[cycle], cycle), self.b_prev[cycle])
+        last = self.b_prev if (steps - t) % 2 == 1 else self.b
+        rec.b_final[self.rows[fixed]] = self.b[fixed]
+        rec.b_final[self.rows[cycle]] = last[cycle]
+        return periodic
+
+    def drop(self, done: torch.Tensor) -> None:
+        """Stop the configurations in ``done``."""
+        keep = ~done
+        self.b, self.b_prev, self.b_prev2 = self.b[keep], self.b_prev[keep], self.b_prev2[keep]
+        self.col = {k: v[keep] for k, v in self.col.items()}
+        self.data = {**self.data, **{k: self.data[k][keep] for k in self.batched}}
+        self.rows = self.rows[keep]

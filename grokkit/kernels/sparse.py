@@ -15,15 +15,17 @@ import numpy as np
 import torch
 
 from grokkit._checks import check_int, check_option
-from grokkit.kernels.run import Trajectory, apply, apply_t, check_step_size, configurations, resolve_device, run
+from grokkit.kernels.run import (Trajectory, apply, check_step_size, configurations, gradient, residual,
+                                 resolve_device, run)
 
 INITS = ("random", "constant")
 
 
 def subgradient_step(b, X, y, alpha, beta1, beta2):
-    r"""Eq. (22): :math:`b \leftarrow b - \alpha\,(G_{\beta_2}(b) + \beta_1 h(b))`."""
-    G = apply_t(X, apply(X, b) - y) + beta2 * b
-    return b - alpha * (G + beta1 * torch.sign(b))
+    r"""Eq. (22): :math:`b \leftarrow b - \alpha\,(G_{\beta_2}(b) + \beta_1 h(b))`, with
+    :math:`G_{\beta_2}(b) = \tilde X^\top(\tilde Xb - y^*) + \beta_2 b` (``beta2=None`` means 0)."""
+    h = beta1 * torch.sign(b) if beta2 is None else beta1 * torch.sign(b) + beta2 * b
+    return torch.addcmul(b, alpha, gradient(X, residual(X, b, y), h), value=-1)
 
 
 def projected_subgradient_step(b, X, y, alpha, beta1, beta2, P):
@@ -33,19 +35,22 @@ def projected_subgradient_step(b, X, y, alpha, beta1, beta2, P):
     The authors' code also subtracts :math:`\alpha\tilde X^\top(\tilde Xb-y^*)` before projecting;
     that term lies in the row space of :math:`\tilde X`, which :math:`\Pi` removes, so both
     rules give the same iterates."""
-    c = b - alpha * (beta2 * b + beta1 * torch.sign(b))
-    return c - apply(P, apply(X, c) - y)
+    h = beta1 * torch.sign(b) if beta2 is None else beta1 * torch.sign(b) + beta2 * b
+    c = torch.addcmul(b, alpha, h, value=-1)
+    return c - apply(P, residual(X, c, y))
 
 
 def soft_threshold(z: torch.Tensor, gamma) -> torch.Tensor:
-    r""":math:`S_\gamma(z) = \operatorname{sign}(z)\max(|z| - \gamma, 0)`, the prox of :math:`\gamma\|\cdot\|_1`."""
-    return torch.sign(z) * torch.clamp(z.abs() - gamma, min=0.0)
+    r""":math:`S_\gamma(z) = \operatorname{sign}(z)\max(|z| - \gamma, 0) = z - \operatorname{clip}(z, -\gamma, \gamma)`,
+    the prox of :math:`\gamma\|\cdot\|_1`."""
+    gamma = torch.as_tensor(gamma, dtype=z.dtype, device=z.device)
+    return z - torch.clamp(z, -gamma, gamma)
 
 
 def ista_step(b, X, y, alpha, beta1, beta2):
-    r"""Eq. (86): :math:`b \leftarrow S_{\alpha\beta_1}(b - \alpha G_{\beta_2}(b))`."""
-    G = apply_t(X, apply(X, b) - y) + beta2 * b
-    return soft_threshold(b - alpha * G, alpha * beta1)
+    r"""Eq. (86): :math:`b \leftarrow S_{\alpha\beta_1}(b - \alpha G_{\beta_2}(b))` (``beta2=None`` means 0)."""
+    G = gradient(X, residual(X, b, y), torch.zeros_like(b) if beta2 is None else beta2 * b)
+    return soft_threshold(torch.addcmul(b, alpha, G, value=-1), alpha * beta1)
 
 
 def _leading(value, ndim: int) -> int:
