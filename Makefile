@@ -1,0 +1,49 @@
+# grokkit: build and test the companion book.  `make book` and `make test` are all you need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+
+.DEFAULT_GOAL := help
+.PHONY: help install book test bench clean
+
+help:
+	@echo "make install   create $(VENV) from requirements.txt and install grokkit (editable)"
+	@echo "make book      run every notebook (quick preset) and build the HTML book"
+	@echo "make test      library/pipeline tests, notebook runs, nbval, book build, HTML checks"
+	@echo "make bench     run benchmarks/bench_sparse.py"
+	@echo "make clean     remove _build and book/generated"
+	@echo "variables:     PYTHON=$(PYTHON) (Python >= 3.10 used to create $(VENV))"
+
+install: $(STAMP)
+
+# requirements.txt before the package: it pins torch, so pip never pulls the CUDA build that an
+# unpinned torch (pyproject.toml) would resolve to; --no-deps keeps pip from re-resolving.
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
+	  echo "error: PYTHON=$(PYTHON) must be Python >= 3.10 (found: $$($(PYTHON) --version 2>&1))." >&2; \
+	  echo "       Run e.g. 'make PYTHON=python3.11 $(MAKECMDGOALS)'." >&2; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing requirements.txt and grokkit into $(VENV) (a few minutes the first time)"
+	$(PIP) install -r requirements.txt
+	$(PIP) install --no-deps -e .
+	@touch $@
+
+book: install
+	$(BIN)/grokkit run all --preset quick
+	$(BIN)/grokkit book
+
+test: install
+	$(BIN)/python -m pytest tests
+	$(BIN)/grokkit run all --preset quick
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider -o addopts="" \
+	  book/generated
+	$(BIN)/grokkit book
+	$(BIN)/python -m pytest -m book tests
+
+bench: install
+	$(BIN)/python benchmarks/bench_sparse.py
+
+clean:
+	rm -rf _build book/generated
