@@ -12,7 +12,6 @@ import ast
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -247,14 +246,15 @@ def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[st
     directory = out / nb.chapter
     directory.mkdir(parents=True, exist_ok=True)
     executed, summary = directory / f"{nb.stem}.ipynb", directory / f"{nb.stem}.json"
-    failed = directory / f"{nb.stem}.failed.ipynb"
-    for stale in (summary, failed):
+    failed, failed_summary = directory / f"{nb.stem}.failed.ipynb", directory / f"{nb.stem}.failed.json"
+    for stale in (summary, failed, failed_summary):
         stale.unlink(missing_ok=True)
 
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     previous = os.environ.get(SUMMARY_ENV)
     os.environ[SUMMARY_ENV] = str(summary)
     start = time.perf_counter()
+    reason = None
     try:
         with tempfile.TemporaryDirectory(prefix="grokkit-run-") as cwd:
             papermill.execute_notebook(
@@ -269,9 +269,8 @@ def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[st
             )
     except papermill.PapermillExecutionError as err:
         reason = f"cell {err.cell_index} (execution count {err.exec_count}) raised {err.ename}: {err.evalue}"
-        return _fail(nb, executed, failed, summary, reason)
     except Exception as err:  # kernel death, cell timeout: keep going with the other notebooks
-        return _fail(nb, executed, failed, summary, f"{type(err).__name__}: {err}")
+        reason = f"{type(err).__name__}: {err}"
     finally:
         duration = time.perf_counter() - start
         if previous is None:
@@ -279,20 +278,18 @@ def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[st
         else:
             os.environ[SUMMARY_ENV] = previous
 
-    tidy(executed, nb.source, root)
-    if not summary.is_file():
-        return _fail(nb, executed, failed, summary, "notebook did not call report.save()")
-    data = json.loads(summary.read_text(encoding="utf-8"))
-    data.update(
-        preset=preset,
-        overrides=overrides,
-        source=_relative(nb.source, root),
-        executed=_relative(executed, root),
-        duration_s=round(duration, 3),
-        git_revision=git_revision(root),
-        started_at=started_at,
-    )
-    summary.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    if reason is None:
+        tidy(executed, nb.source, root)
+        if not summary.is_file():
+            reason = "notebook did not call report.save()"
+    run_info = dict(preset=preset, overrides=overrides, source=_relative(nb.source, root),
+                    duration_s=round(duration, 3), git_revision=git_revision(root), started_at=started_at)
+    if reason is not None:
+        if summary.is_file():  # the claims were saved before they failed: keep them as evidence
+            _complete(summary, failed_summary, {**run_info, "executed": _relative(failed, root), "error": reason})
+            summary.unlink()
+        return _fail(nb, executed, failed, reason)
+    data = _complete(summary, summary, {**run_info, "executed": _relative(executed, root)})
     claims = data.get("claims", [])
     passed = sum(bool(c.get("pass")) for c in claims)
     line = (
@@ -302,9 +299,16 @@ def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[st
     return Outcome(nb, True, line)
 
 
-def _fail(nb: Notebook, executed: Path, failed: Path, summary: Path, reason: str) -> Outcome:
+def _complete(summary: Path, target: Path, run_info: dict[str, Any]) -> dict[str, Any]:
+    """Add what only the runner knows (preset, overrides, duration, git revision...) to the
+    notebook's JSON summary and write it to ``target``."""
+    data = {**json.loads(summary.read_text(encoding="utf-8")), **run_info}
+    target.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return data
+
+
+def _fail(nb: Notebook, executed: Path, failed: Path, reason: str) -> Outcome:
     """Move the partial notebook aside so the book never renders it."""
-    summary.unlink(missing_ok=True)
     if executed.is_file():
         executed.replace(failed)
         where = f"partial notebook: {failed}"

@@ -16,15 +16,6 @@ sparse_mod = importlib.import_module("grokkit.kernels.sparse")
 METHODS = ("subgradient", "projected_subgradient", "ista")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny matrices: intra-op threads only add synchronisation (and spin badly on a busy CPU)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def prob():
     return data.make_problem(40, 3, 15, variance="1/N", seed=0)

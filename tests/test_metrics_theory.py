@@ -3,18 +3,9 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import grokkit as gk
 from grokkit import data, metrics, theory
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 STEPS = np.array([0, 1, 2, 5, 10, 20, 50, 100, 200])

@@ -42,6 +42,7 @@ report.claim_below("x is small", value, 5.0)
 report.claim_true("x is positive", value > 0)
 report.save()
 print(report.summary())
+report.verify()
 ```
 """
 
@@ -203,6 +204,17 @@ def test_failure_is_reported_and_moved_aside(repo: Path, capsys: pytest.CaptureF
     assert "1 of 1 notebooks failed: nb2" in captured.err
     assert (out_dir / "nb2.failed.ipynb").is_file()
     assert not (out_dir / "nb2.ipynb").exists() and not (out_dir / "nb2.json").exists()
+
+
+def test_failed_claims_keep_their_summary(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = repo / "book" / "generated" / "demo"
+    assert pipeline.main(["run", "nb1", "-p", "x=10"]) == 1
+    assert "FAILED nb1: " in capsys.readouterr().out
+    summary = json.loads((out_dir / "nb1.failed.json").read_text(encoding="utf-8"))
+    assert "AssertionError" in summary["error"] and summary["overrides"] == {"x": 10}
+    assert [c["pass"] for c in summary["claims"]] == [False, True]
+    assert summary["executed"] == "book/generated/demo/nb1.failed.ipynb"
+    assert not (out_dir / "nb1.json").exists() and (out_dir / "nb1.failed.ipynb").is_file()
 
 
 def test_page_problems_finds_error_outputs(repo: Path) -> None:
