@@ -59,6 +59,13 @@ def main() -> None:
             diff = "n/a"
         rows.append((f"batched torch ({traj.device}, traces logged{', periodic stop' if stop else ''})", rate, diff))
 
+    for k in (4, 16):  # the same grid repeated: how throughput grows with the number of configurations
+        big = {key: np.tile(v, k) for key, v in grid.items()}
+        traj = gk.kernels.subgradient(problem.X, problem.y, b_star=problem.b_star, **big, steps=args.steps,
+                                      init="constant", init_scale=1e-6, device=args.device, progress=False)
+        rate = G * k * args.steps / traj.seconds
+        rows.append((f"batched torch ({traj.device}, traces logged), {G * k} configurations", rate, "n/a"))
+
     print(f"Figure 1 grid: {G} configurations, n = 100, N = 30, float64; {args.steps} steps "
           f"(numpy loop: {np_steps}); torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}\n")

@@ -177,7 +177,11 @@ def parameter_names(nb: nbformat.NotebookNode, label: str) -> set[str]:
 def check_parameters(notebooks: Sequence[Notebook], overrides: dict[str, Any]) -> None:
     """Every selected notebook must define ``preset`` and every overridden name."""
     for nb in notebooks:
-        valid = parameter_names(jupytext.read(nb.source), nb.stem)
+        try:
+            source = jupytext.read(nb.source)
+        except Exception as err:  # jupytext raises several types for malformed MyST
+            raise UsageError(f"{nb.stem}: cannot read {nb.source}: {err}") from None
+        valid = parameter_names(source, nb.stem)
         if "preset" not in valid:
             raise UsageError(f"{nb.stem}: the parameters cell must define 'preset'")
         unknown = sorted(set(overrides) - valid)

@@ -115,8 +115,11 @@ def delay_scaling(alpha_beta1, delta_t, predicted, labels=None):
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.loglog(alpha_beta1, delta_t, "o", color=TRAIN, label=r"$\Delta t = t_2 - t_1$ (measured)")
     order = np.argsort(alpha_beta1)
-    ax.loglog(np.asarray(alpha_beta1)[order], np.asarray(predicted)[order], "--", color="k",
-              label=r"$\|\hat b\|_\infty/(\alpha\beta_1)$")
+    x, pred = np.asarray(alpha_beta1)[order], np.asarray(predicted)[order]
+    ax.loglog(x, pred, "--", color="k", label=r"$\|\hat b\|_\infty/(\alpha\beta_1)$")
+    ok = np.isfinite(delta_t) & (np.asarray(delta_t) > 0)
+    C = np.exp(np.mean(np.log(np.asarray(delta_t)[ok] / np.asarray(predicted)[ok])))
+    ax.loglog(x, C * pred, ":", color="k", label=rf"${C:.2f}\,\|\hat b\|_\infty/(\alpha\beta_1)$ (constant fitted)")
     ax.set_xlabel(r"$\alpha\beta_1$")
     ax.set_ylabel(r"$\Delta t$")
     ax.legend(fontsize=8)

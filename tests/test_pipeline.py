@@ -206,6 +206,13 @@ def test_failure_is_reported_and_moved_aside(repo: Path, capsys: pytest.CaptureF
     assert not (out_dir / "nb2.ipynb").exists() and not (out_dir / "nb2.json").exists()
 
 
+def test_unreadable_notebook_is_a_usage_error(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = NB1.replace(":tags: [parameters]", "---\ncaption: a: b\n---")
+    (repo / "notebooks" / "demo" / "nb1.md").write_text(broken, encoding="utf-8")
+    assert pipeline.main(["run", "nb1"]) == 2
+    assert "nb1: cannot read" in capsys.readouterr().err
+
+
 def test_failed_claims_keep_their_summary(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_dir = repo / "book" / "generated" / "demo"
     assert pipeline.main(["run", "nb1", "-p", "x=10"]) == 1
