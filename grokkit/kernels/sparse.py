@@ -128,8 +128,8 @@ def _doc(method: str, rule: str) -> str:
     dense, per_decade : int
         Logging schedule (:func:`grokkit.kernels.log_schedule`).
     stop_periodic : bool
-        Stop configurations whose iterates repeat exactly (period 1 or 2); the recorded
-        numbers are unchanged.
+        Stop configurations whose iterates repeat exactly (period 1 or 2) and fill their
+        remaining records from the cycle; the numbers equal a full run's up to rounding (~1e-16).
     device : {{"auto", "cpu", "cuda"}}
     progress : bool or None
         Progress bar; ``None`` shows it only on a terminal.
@@ -146,21 +146,25 @@ def _doc(method: str, rule: str) -> str:
     """
 
 
-def _kernel(method: str, step, rule: str):
+def _projector(X: torch.Tensor) -> dict[str, torch.Tensor]:
+    r""":math:`P = \tilde X^\dagger` for the projected method, which needs :math:`\{\tilde Xb = y^*\}` nonempty."""
+    N, n = X.shape[-2:]
+    if N > n or torch.linalg.matrix_rank(X).min().item() < N:
+        raise ValueError(f"projected_subgradient needs rank(X) = N <= n so that {{Xb = y}} is a "
+                         f"nonempty affine set, got N = {N}, n = {n}")
+    return {"P": torch.linalg.pinv(X)}
+
+
+def _kernel(method: str, step, rule: str, extra=None):
+    """The public function of one update rule; ``extra(X)`` gives the step's additional tensors."""
     def kernel(X, y, *, alpha, beta1, beta2=0.0, steps, b_star=None, init_scale=1e-6, init="random", seed=0,
                record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
                progress=None) -> Trajectory:
         steps = check_int("steps", steps, 1)
         X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device)
-        extra = None
-        if step is projected_subgradient_step:
-            N, n = X.shape[-2:]
-            if N > n or torch.linalg.matrix_rank(X).min().item() < N:
-                raise ValueError(f"projected_subgradient needs rank(X) = N <= n so that {{Xb = y}} is a "
-                                 f"nonempty affine set, got N = {N}, n = {n}")
-            extra = {"P": torch.linalg.pinv(X)}
-        return run(method, step, X, y, b_star, config, b0, steps, extra=extra, record_b=record_b, dense=dense,
-                   per_decade=per_decade, stop_periodic=stop_periodic, progress=progress)
+        return run(method, step, X, y, b_star, config, b0, steps, extra=extra(X) if extra else None,
+                   record_b=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
+                   progress=progress)
 
     kernel.__name__ = kernel.__qualname__ = method
     kernel.__doc__ = _doc(method, rule)
@@ -173,7 +177,9 @@ subgradient = _kernel(
 projected_subgradient = _kernel(
     "projected_subgradient", projected_subgradient_step,
     r"""Projected subgradient, §C.7: :math:`b^{(t+1)} = \Pi(b^{(t)} - \alpha(\beta_2 b^{(t)} + \beta_1 h(b^{(t)})))`,
-    :math:`\Pi` the projection onto :math:`\{\tilde Xb = y^*\}` (needs rank :math:`\tilde X` = N <= n).""")
+    :math:`\Pi` the projection onto :math:`\{\tilde Xb = y^*\}` (needs rank :math:`\tilde X` = N <= n).
+    The iterates fit the data exactly, so the recorded gradient ratio divides by rounding noise.""",
+    extra=_projector)
 ista = _kernel(
     "ista", ista_step,
     r"""Proximal gradient (ISTA), eq. (86): :math:`b^{(t+1)} = S_{\alpha\beta_1}(b^{(t)} - \alpha G_{\beta_2}(b^{(t)}))`.""")
