@@ -11,6 +11,7 @@ import grokkit as gk
 from grokkit import data, theory
 
 run_mod = importlib.import_module("grokkit.kernels.run")
+fused_mod = importlib.import_module("grokkit.kernels.fused")
 sparse_mod = importlib.import_module("grokkit.kernels.sparse")
 
 METHODS = ("subgradient", "projected_subgradient", "ista")
@@ -75,11 +76,22 @@ def solve(method, p, steps, **kwargs):
 # --- each kernel against the numpy loop -------------------------------------------------------
 
 
+@pytest.fixture(params=["fused", "torch"])
+def backend(request, monkeypatch):
+    """Run a test through the fused CPU steps and through the PyTorch steps."""
+    if request.param == "torch":
+        monkeypatch.setattr(fused_mod, "usable", lambda method, X: False)
+    elif fused_mod.library() is None:
+        pytest.skip("the fused CPU steps cannot be built on this machine (no cc, or no AVX2/FMA)")
+    return request.param
+
+
 @pytest.mark.parametrize("method", METHODS)
-def test_kernel_matches_numpy_loop_one_configuration(method, prob):
+def test_kernel_matches_numpy_loop_one_configuration(method, prob, backend):
     alpha, beta1, beta2, zeta, steps = 0.5 / prob.lambda_max, 1e-2, 0.05, 0.1, 300
     traj = solve(method, prob, steps, alpha=alpha, beta1=beta1, beta2=beta2, init="constant",
                  init_scale=zeta, record_b=True, stop_periodic=False)
+    assert traj.backend == backend
     B = reference(method, prob.X, prob.y, zeta * np.ones(prob.n), alpha, beta1, beta2, steps)
     np.testing.assert_array_equal(traj.steps, np.arange(steps + 1))
     assert traj.b.shape == (1, steps + 1, prob.n)
@@ -90,7 +102,7 @@ def test_kernel_matches_numpy_loop_one_configuration(method, prob):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_kernel_matches_numpy_loop_batched_grid(method, prob):
+def test_kernel_matches_numpy_loop_batched_grid(method, prob, backend):
     steps, zeta = 300, 0.05
     cfg = gk.kernels.grid(alpha=np.array([0.3, 1.0, 1.6]) / (prob.lambda_max + 0.1),
                           beta1=[0.0, 1e-3, 3e-2], beta2=[0.0, 0.1])
@@ -137,6 +149,32 @@ def test_batched_equals_one_at_a_time(method, prob):
         assert_same_curves(method, batch, g, one, 0, f"of configuration {g}")
         assert np.abs(batch.b[g] - one.b[0]).max() <= 1e-12
         assert np.abs(batch.b_final[g] - one.b_final[0]).max() <= 1e-12
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fused_steps_match_torch_steps(method, prob, monkeypatch):
+    if fused_mod.library() is None:
+        pytest.skip("the fused CPU steps cannot be built on this machine (no cc, or no AVX2/FMA)")
+    cfg = gk.kernels.grid(alpha=np.array([0.3, 1.0, 1.6]) / (prob.lambda_max + 0.1), beta1=[1e-4, 3e-2],
+                          beta2=[0.0, 0.1])
+    fast = solve(method, prob, 3000, **cfg, record_b=True)
+    monkeypatch.setattr(fused_mod, "usable", lambda method, X: False)
+    ref = solve(method, prob, 3000, **cfg, record_b=True)
+    assert (fast.backend, ref.backend) == ("fused", "torch")
+    assert np.abs(fast.b - ref.b).max() <= 1e-12
+    for g in range(len(fast)):
+        assert_same_curves(method, fast, g, ref, g, what=f"configuration {g}")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fused_configurations_do_not_mix(method, prob):
+    """In the fused layout each configuration's arithmetic is the same whatever the batch: bit for bit."""
+    if fused_mod.library() is None:
+        pytest.skip("the fused CPU steps cannot be built on this machine (no cc, or no AVX2/FMA)")
+    cfg = gk.kernels.grid(alpha=np.array([0.3, 1.0]) / prob.lambda_max, beta1=[1e-4, 1e-2, 3e-2])
+    grid_run = solve(method, prob, 2000, **cfg)
+    alone = solve(method, prob, 2000, alpha=cfg["alpha"][4], beta1=cfg["beta1"][4])
+    np.testing.assert_array_equal(grid_run.b_final[4], alone.b_final[0])
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 from grokkit._checks import check_int, check_option, check_range
+from grokkit.kernels import fused
 
 HYPER = ("alpha", "beta1", "beta2", "init_scale")
 METRICS = ("train_error", "test_error", "l1", "l2", "grad_ratio")
@@ -67,7 +68,8 @@ class Trajectory:
     :math:`\|\beta_1 h(b)\|_2/\|G_{\beta_2}(b)\|_2`. ``b`` holds the iterates (G, T, n)
     when recorded. ``stopped_at[g]`` is the step at which configuration g was found
     exactly periodic (period 1 or 2, bit for bit) and stopped, its remaining records
-    filled from the cycle; -1 if it ran every step.
+    filled from the cycle; -1 if it ran every step. ``backend`` says whether the steps ran in
+    PyTorch or in the fused CPU path (:mod:`grokkit.kernels.fused`).
     """
 
     method: str
@@ -84,6 +86,7 @@ class Trajectory:
     stopped_at: np.ndarray
     device: str
     seconds: float
+    backend: str = "torch"
 
     def __len__(self) -> int:
         return self.b_final.shape[0]
@@ -175,13 +178,17 @@ def gradient(X: torch.Tensor, r: torch.Tensor, plus: torch.Tensor) -> torch.Tens
 
 
 def _metrics(b, X, y, b_star, beta1, beta2) -> torch.Tensor:
-    """The :data:`METRICS` of every row of ``b``, stacked: shape (5, g)."""
+    r"""The :data:`METRICS` of every row of ``b``, stacked: shape (5, g).
+
+    :math:`\|\beta_1 h(b)\|_2 = \beta_1\sqrt{\#\{i: b_i \ne 0\}}` for :math:`h = \operatorname{sign}`."""
+    norm = torch.linalg.vector_norm
     r = residual(X, b, y)
     G = gradient(X, r, beta2 * b)
-    test = ((b - b_star).norm(dim=-1) / b_star.norm(dim=-1) if b_star is not None
+    test = (norm(b - b_star, dim=-1) / norm(b_star, dim=-1) if b_star is not None
             else torch.full_like(b[:, 0], math.nan))
-    return torch.stack([r.norm(dim=-1) / y.norm(dim=-1), test, b.abs().sum(-1), b.norm(dim=-1),
-                        (beta1 * torch.sign(b)).norm(dim=-1) / G.norm(dim=-1)])
+    h_norm = beta1[:, 0] * torch.count_nonzero(b, dim=-1).to(b.dtype).sqrt()
+    return torch.stack([norm(r, dim=-1) / norm(y, dim=-1), test, norm(b, 1, dim=-1), norm(b, dim=-1),
+                        h_norm / norm(G, dim=-1)])
 
 
 class _Records:
@@ -223,7 +230,7 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
     sched = log_schedule(steps, dense, per_decade)
     cols = torch.arange(sched.size, device=device)
     rec = _Records(G, sched.size, n, record_b, device)
-    state = _State(X, y, b_star, extra or {}, config, b0)
+    state = _State(method, X, y, b_star, extra or {}, config, b0)
     diverged, stopped_at = np.zeros(G, dtype=bool), np.full(G, -1, dtype=np.int64)
     bar = tqdm(total=steps, desc=method, leave=False,
                disable=(not sys.stderr.isatty()) if progress is None else not progress)
@@ -236,7 +243,8 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
             values = state.metrics(state.b)
             rec.write(state.rows, cols[j:j + 1], values, state.b)
             done = ~torch.isfinite(state.b).all(dim=1)
-            diverged[state.rows[done].cpu().numpy()] = True
+            if done.any():
+                diverged[state.rows[done].cpu().numpy()] = True
             if stop_periodic and t > dense and j + 1 < sched.size:
                 periodic = state.record_cycles(rec, values, sched, j, steps) & ~done
                 stopped_at[state.rows[periodic].cpu().numpy()] = t
@@ -256,14 +264,17 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
     curves = dict(zip(METRICS, rec.curves.cpu().numpy()))
     return Trajectory(method=method, steps=sched, config=config, b=None if rec.b is None else rec.b.cpu().numpy(),
                       b_final=rec.b_final.cpu().numpy(), diverged=diverged, stopped_at=stopped_at, device=str(device),
-                      seconds=time.perf_counter() - t_start, **curves)
+                      seconds=time.perf_counter() - t_start, backend="torch" if state.fused is None else "fused",
+                      **curves)
 
 
 class _State:
     """The iterates of the configurations still running, with their hyper-parameters and data."""
 
-    def __init__(self, X, y, b_star, extra: dict, config: dict[str, np.ndarray], b0: torch.Tensor):
+    def __init__(self, method: str, X, y, b_star, extra: dict, config: dict[str, np.ndarray], b0: torch.Tensor):
         device = b0.device
+        self.fused = (fused.FusedSteps(method, X, y, config["alpha"], config["beta1"], config["beta2"], b0,
+                                       extra.get("P")) if fused.usable(method, X) else None)
         self.col = {k: torch.as_tensor(config[k], dtype=b0.dtype, device=device)[:, None]
                     for k in ("alpha", "beta1", "beta2")}
         self.ridge = bool(np.any(config["beta2"]))
@@ -275,6 +286,10 @@ class _State:
 
     def advance(self, step: Callable, k: int) -> None:
         """``k`` updates; the two previous iterates are kept to detect cycles."""
+        if self.fused is not None:
+            self.fused.advance(k)
+            self.b = self.fused.iterate()
+            return
         X, y, c = self.data["X"], self.data["y"], self.col
         beta2 = c["beta2"] if self.ridge else None
         extra = {name: self.data[name] for name in self.extra}
@@ -293,6 +308,8 @@ class _State:
                       steps: int) -> torch.Tensor:
         """Find rows whose iterate repeats exactly with period 1 or 2, fill their remaining
         records (and final iterate) from the cycle, and return them as a mask."""
+        if self.fused is not None:
+            self.b_prev, self.b_prev2 = self.fused.iterate(1), self.fused.iterate(2)
         fixed = (self.b == self.b_prev).all(dim=1)
         cycle = (self.b == self.b_prev2).all(dim=1) & ~fixed
         periodic = fixed | cycle
@@ -313,7 +330,11 @@ class _State:
     def drop(self, done: torch.Tensor) -> None:
         """Stop the configurations in ``done``."""
         keep = ~done
-        self.b, self.b_prev, self.b_prev2 = self.b[keep], self.b_prev[keep], self.b_prev2[keep]
+        if self.fused is not None:
+            self.fused.keep(keep.cpu().numpy())
+            self.b = self.fused.iterate()
+        else:
+            self.b, self.b_prev, self.b_prev2 = self.b[keep], self.b_prev[keep], self.b_prev2[keep]
         self.col = {k: v[keep] for k, v in self.col.items()}
         self.data = {**self.data, **{k: self.data[k][keep] for k in self.batched}}
         self.rows = self.rows[keep]
