@@ -490,3 +490,29 @@ def test_projected_needs_N_at_most_n(no_run):
     p = data.make_problem(20, 3, 40, variance="1/N", seed=4)
     with pytest.raises(ValueError, match=r"projected_subgradient needs rank\(X\) = N <= n.*N = 40, n = 20"):
         gk.kernels.projected_subgradient(p.X, p.y, alpha=0.01, beta1=1e-3, steps=10, device="cpu")
+
+
+# --- the fused CPU steps' loader --------------------------------------------------------------
+
+
+def test_fused_build_is_cached(tmp_path, monkeypatch):
+    if fused_mod.library() is None:
+        pytest.skip("the fused CPU steps cannot be built on this machine (no cc, or no AVX2/FMA)")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    compiler = fused_mod.shutil.which("cc") or fused_mod.shutil.which("gcc")
+    first = fused_mod._build(compiler)
+    assert first is not None and first.parent == tmp_path / "grokkit" and first.is_file()
+    stamp = first.stat().st_mtime_ns
+    assert fused_mod._build(compiler) == first and first.stat().st_mtime_ns == stamp
+    assert not list(first.parent.glob("*.tmp"))
+
+
+def test_fused_can_be_switched_off(monkeypatch, prob):
+    monkeypatch.setenv("GROKKIT_FUSED", "0")
+    fused_mod.library.cache_clear()
+    try:
+        assert fused_mod.library() is None
+        assert solve("ista", prob, 50, alpha=0.01, beta1=1e-3).backend == "torch"
+    finally:
+        monkeypatch.delenv("GROKKIT_FUSED")
+        fused_mod.library.cache_clear()
