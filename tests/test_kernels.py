@@ -80,7 +80,7 @@ def solve(method, p, steps, **kwargs):
 def backend(request, monkeypatch):
     """Run a test through the fused CPU steps and through the PyTorch steps."""
     if request.param == "torch":
-        monkeypatch.setattr(fused_mod, "usable", lambda method, X: False)
+        monkeypatch.setattr(fused_mod, "usable", lambda *problem: False)
     elif fused_mod.library() is None:
         pytest.skip("the fused CPU steps cannot be built on this machine (no cc, or no AVX2/FMA)")
     return request.param
@@ -158,12 +158,23 @@ def test_fused_steps_match_torch_steps(method, prob, monkeypatch):
     cfg = gk.kernels.grid(alpha=np.array([0.3, 1.0, 1.6]) / (prob.lambda_max + 0.1), beta1=[1e-4, 3e-2],
                           beta2=[0.0, 0.1])
     fast = solve(method, prob, 3000, **cfg, record_b=True)
-    monkeypatch.setattr(fused_mod, "usable", lambda method, X: False)
+    monkeypatch.setattr(fused_mod, "usable", lambda *problem: False)
     ref = solve(method, prob, 3000, **cfg, record_b=True)
     assert (fast.backend, ref.backend) == ("fused", "torch")
     assert np.abs(fast.b - ref.b).max() <= 1e-12
     for g in range(len(fast)):
         assert_same_curves(method, fast, g, ref, g, what=f"configuration {g}")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_shared_X_with_one_y_per_configuration(method, prob):
+    """y of shape (G, N) with a shared X: each configuration fits its own measurements."""
+    ys = np.stack([prob.y, 2.0 * prob.y, prob.y + 0.01 * np.arange(prob.N)])
+    alpha = np.full(3, 0.5 / prob.lambda_max)
+    together = gk.kernels.solve(method, prob.X, ys, alpha=alpha, beta1=1e-3, steps=400, device="cpu")
+    for g in range(3):
+        alone = gk.kernels.solve(method, prob.X, ys[g], alpha=alpha[g], beta1=1e-3, steps=400, device="cpu")
+        assert np.abs(together.b_final[g] - alone.b_final[0]).max() <= 1e-12
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -77,10 +77,10 @@ def library() -> ctypes.CDLL | None:
     return lib
 
 
-def usable(method: str, X: torch.Tensor) -> bool:
-    """Whether the fused path can run ``method`` on this problem (CPU, float64, one shared X)."""
+def usable(method: str, X: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the fused path can run ``method`` on this problem (CPU, float64, X and y shared)."""
     return (method in METHODS and X.device.type == "cpu" and X.dtype == torch.float64 and X.dim() == 2
-            and library() is not None)
+            and y.dim() == 1 and library() is not None)
 
 
 def _pad(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -274,7 +274,7 @@ class _State:
     def __init__(self, method: str, X, y, b_star, extra: dict, config: dict[str, np.ndarray], b0: torch.Tensor):
         device = b0.device
         self.fused = (fused.FusedSteps(method, X, y, config["alpha"], config["beta1"], config["beta2"], b0,
-                                       extra.get("P")) if fused.usable(method, X) else None)
+                                       extra.get("P")) if fused.usable(method, X, y) else None)
         self.col = {k: torch.as_tensor(config[k], dtype=b0.dtype, device=device)[:, None]
                     for k in ("alpha", "beta1", "beta2")}
         self.ridge = bool(np.any(config["beta2"]))
