@@ -255,6 +255,7 @@ def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[st
         stale.unlink(missing_ok=True)
 
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    revision = git_revision(root)  # the code that runs, even if the repository changes meanwhile
     previous = os.environ.get(SUMMARY_ENV)
     os.environ[SUMMARY_ENV] = str(summary)
     start = time.perf_counter()
@@ -287,7 +288,7 @@ def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[st
         if not summary.is_file():
             reason = "notebook did not call report.save()"
     run_info = dict(preset=preset, overrides=overrides, source=_relative(nb.source, root),
-                    duration_s=round(duration, 3), git_revision=git_revision(root), started_at=started_at)
+                    duration_s=round(duration, 3), git_revision=revision, started_at=started_at)
     if reason is not None:
         if summary.is_file():  # the claims were saved before they failed: keep them as evidence
             _complete(summary, failed_summary, {**run_info, "executed": _relative(failed, root), "error": reason})
