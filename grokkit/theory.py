@@ -50,6 +50,13 @@ def range_projector(X: np.ndarray, tol: float = 1e-10) -> np.ndarray:
     return V @ V.T
 
 
+def range_distance(X: np.ndarray, b: np.ndarray, b_hat: np.ndarray) -> np.ndarray:
+    r""":math:`\|P_V(b - \hat b)\|_2` along the last axis of ``b``: the distance to :math:`\hat b`
+    of the component on the row space of :math:`\tilde X`, the quantity that Lemma C.7 and
+    Theorem C.8 bound when N < n."""
+    return np.linalg.norm((np.asarray(b) - b_hat) @ range_projector(X), axis=-1)
+
+
 def memorization_radius(n: int, alpha, beta1, rho_p, p: float = 2):
     r"""Radius of Theorem 2.1 / C.8: :math:`\|b^{(t)} - \hat b\|_p \le 2\alpha\beta_1 n^{1/p}/(1-\rho_p)`
     for :math:`t \ge t_1` (infinite where :math:`\rho_p \ge 1`); broadcasts over arrays."""

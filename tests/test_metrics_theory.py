@@ -208,3 +208,15 @@ def test_step_size_limit_agrees_with_the_kernels(X):
     gk.kernels.ista(X, y, alpha=0.999 * limit, beta1=0.0, beta2=0.2, steps=1, device="cpu")
     with pytest.raises(ValueError, match=r"alpha must be in \(0, 2/\(lambda_max \+ beta2\)\)"):
         gk.kernels.ista(X, y, alpha=1.001 * limit, beta1=0.0, beta2=0.2, steps=1, device="cpu")
+
+
+def test_range_distance_ignores_the_null_space():
+    rs = np.random.RandomState(0)
+    X = rs.randn(5, 12)
+    b_hat = np.linalg.pinv(X) @ rs.randn(5)
+    null = np.eye(12) - np.linalg.pinv(X) @ X
+    b = b_hat + null @ rs.randn(12)  # differs from b_hat only in the null space of X
+    assert theory.range_distance(X, b, b_hat) <= 1e-12
+    row = X.T @ rs.randn(5)
+    np.testing.assert_allclose(theory.range_distance(X, np.stack([b_hat + row, b + row]), b_hat),
+                               np.linalg.norm(row), rtol=1e-10)
