@@ -2,7 +2,8 @@ r"""Convex-programming baselines with cvxpy (paper §C.5), float64 on the CPU.
 
 Basis pursuit uses CLARABEL (interior point, ~1e-8 accurate, 0.02 s at n = 100); ECOS is
 not installed with cvxpy 1.9. Each function returns the solution and the solver's name
-and status, so a notebook can say which solver produced its baseline.
+and status, so a notebook can say which solver produced its baseline. Results are cached
+under ``$GROKKIT_CACHE`` when it is set (:mod:`grokkit.cache`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import cvxpy as cp
 import numpy as np
 
 from grokkit._checks import check_range
+from grokkit.cache import cached
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ def _solve(problem: cp.Problem, b: cp.Variable, solver: str) -> Solution:
                     value=float(problem.value))
 
 
+@cached
 def basis_pursuit(X: np.ndarray, y: np.ndarray, eps: float | None = None, solver: str = "CLARABEL") -> Solution:
     r"""Basis pursuit (P1): :math:`\min\|b\|_1` s.t. :math:`\tilde Xb = y^*` (``eps=None``, noiseless)
     or s.t. :math:`\|\tilde Xb - y^*\|_2 \le \varepsilon` (noisy, a second-order cone program)."""
@@ -43,6 +46,7 @@ def basis_pursuit(X: np.ndarray, y: np.ndarray, eps: float | None = None, solver
     return _solve(cp.Problem(cp.Minimize(cp.norm(b, 1)), constraint), b, solver)
 
 
+@cached
 def lasso(X: np.ndarray, y: np.ndarray, beta1: float, beta2: float = 0.0, solver: str = "CLARABEL") -> Solution:
     r"""Minimiser of :math:`f(b) = \tfrac12\|\tilde Xb - y^*\|_2^2 + \tfrac{\beta_2}{2}\|b\|_2^2 + \beta_1\|b\|_1`,
     the fixed point of ISTA."""

@@ -1,22 +1,29 @@
-"""Batch regeneration of the book: ``grokkit list``, ``grokkit run``, ``grokkit book``.
+"""Batch regeneration of the book: finding notebooks, checking parameters, executing them
+(locally in parallel or on a Dask cluster), publishing their pages, and checking pages.
 
-The notebook sources are jupytext MyST files ``notebooks/<chapter>/<stem>.md``. ``grokkit run``
-executes them with papermill into ``book/generated/<chapter>/<stem>.ipynb`` (the book's pages)
-next to a JSON summary written by the notebook's ``report.save()``; ``grokkit book`` checks the
-executed notebooks and builds the HTML with Jupyter Book.
+The sources are jupytext MyST files ``notebooks/<chapter>/<stem>.md``. A run executes one with
+papermill in a folder of its own (:func:`execute`, which also runs on a Dask worker and
+returns everything as data), and the client publishes the result (:func:`publish`): the page
+``<out>/<chapter>/<stem>.ipynb`` and its JSON summary ``<stem>.json`` reach their final paths
+only complete, each by an atomic rename, under a lock per page. A failed run leaves its
+evidence beside the page (``<stem>.failed.ipynb``, ``<stem>.failed.json``) and never touches
+a good page. A page whose summary records the same fingerprint (notebook source, preset,
+overrides, grokkit source) is up to date and skipped. The command line is :mod:`grokkit.cli`.
 """
 from __future__ import annotations
 
-import argparse
 import ast
+import hashlib
 import json
 import math
 import os
+import shutil
+import signal
+import socket
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -26,16 +33,24 @@ import nbformat
 import papermill
 import yaml
 
-from grokkit.report import PRESETS, SUMMARY_ENV
+from grokkit import cache
+from grokkit.kernels.run import PROGRESS_ENV
+from grokkit.report import PRESETS, SUMMARY_ENV, check_parameters
 
 NON_NOTEBOOKS = ("README.md", "index.md")
 GENERATED = Path("book") / "generated"
 ERROR_CELL_TAG = "papermill-error-cell-tag"
+BANNER_TAG = "grokkit-banner"
 DEFAULT_TIMEOUT = 1800
+QUICK_BUDGET_S = 30
+SUMMARY_NAME = "grokkit-summary.json"    # in the notebook's own working folder
+PROGRESS_NAME = "grokkit-progress.json"
+# ipykernel 7 warns on every start that its local TCP sockets are unencrypted: noise here.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 
 class UsageError(Exception):
-    """Invalid command-line input, reported before anything runs (exit code 2)."""
+    """Invalid input, reported before anything runs (exit code 2)."""
 
 
 @dataclass(frozen=True)
@@ -45,15 +60,6 @@ class Notebook:
     chapter: str
     stem: str
     source: Path
-
-
-@dataclass
-class Outcome:
-    """Result of executing one notebook."""
-
-    notebook: Notebook
-    ok: bool
-    message: str
 
 
 # ----------------------------------------------------------------------------- discovery
@@ -152,47 +158,273 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return overrides
 
 
-def parameter_names(nb: nbformat.NotebookNode, label: str) -> set[str]:
-    """Names assigned in the cell tagged ``parameters``."""
-    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
-    if cell is None:
-        raise UsageError(f"{label}: no cell tagged 'parameters'")
+@dataclass
+class Parameters:
+    """What a notebook declares: the names of its parameters cell with their comments, and the
+    ``PRESETS = {...}`` it resolves them from (literals only)."""
+
+    names: dict[str, str]
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _literal(node: ast.AST) -> Any:
+    """A literal, where ``dict(k=v, ...)`` counts as the dict literal it spells."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+            and not node.args and all(k.arg for k in node.keywords):
+        return {k.arg: _literal(k.value) for k in node.keywords}
+    if isinstance(node, ast.Dict):
+        return {ast.literal_eval(k): _literal(v) for k, v in zip(node.keys, node.values)}
+    return ast.literal_eval(node)
+
+
+def read_parameters(nb: Notebook) -> Parameters:
+    """The :class:`Parameters` of ``nb``; a :class:`UsageError` if it has no valid parameters cell."""
     try:
-        tree = ast.parse(cell.source)
+        source = jupytext.read(nb.source)
+    except Exception as err:  # jupytext raises several types for malformed MyST
+        raise UsageError(f"{nb.stem}: cannot read {nb.source}: {err}") from None
+    cells = [c for c in source.cells if c.cell_type == "code"]
+    index = next((i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if index is None:
+        raise UsageError(f"{nb.stem}: no cell tagged 'parameters'")
+    try:
+        tree = ast.parse(cells[index].source)
     except SyntaxError as err:
-        raise UsageError(f"{label}: the parameters cell is not valid Python: {err}") from err
-    names: set[str] = set()
+        raise UsageError(f"{nb.stem}: the parameters cell is not valid Python: {err}") from err
+    lines = cells[index].source.splitlines()
+    names: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-            targets = [node.target]
-        else:
-            continue
-        for target in targets:
-            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-    return names
-
-
-def check_parameters(notebooks: Sequence[Notebook], overrides: dict[str, Any]) -> None:
-    """Every selected notebook must define ``preset`` and every overridden name."""
-    for nb in notebooks:
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            comment = lines[node.lineno - 1].partition("#")[2].strip()
+            for target in getattr(node, "targets", None) or [node.target]:
+                names.update({n.id: comment for n in ast.walk(target) if isinstance(n, ast.Name)})
+    if "preset" not in names:
+        raise UsageError(f"{nb.stem}: the parameters cell must define 'preset'")
+    presets: dict[str, dict[str, Any]] = {}
+    for cell in cells[index + 1:]:
         try:
-            source = jupytext.read(nb.source)
-        except Exception as err:  # jupytext raises several types for malformed MyST
-            raise UsageError(f"{nb.stem}: cannot read {nb.source}: {err}") from None
-        valid = parameter_names(source, nb.stem)
-        if "preset" not in valid:
-            raise UsageError(f"{nb.stem}: the parameters cell must define 'preset'")
-        unknown = sorted(set(overrides) - valid)
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PRESETS"
+                                                    for t in node.targets):
+                try:
+                    presets = _literal(node.value)
+                except (ValueError, TypeError, SyntaxError):
+                    raise UsageError(f"{nb.stem}: PRESETS must be written with literals only") from None
+    return Parameters(names, presets)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "True or False"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, (list, tuple)):
+        return "a list such as " + repr(list(value))
+    return f"a {type(value).__name__}"
+
+
+def _same_type(value: Any, like: Any) -> bool:
+    if isinstance(like, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(like, bool)
+    if isinstance(like, int):
+        return isinstance(value, int)
+    if isinstance(like, float):
+        return isinstance(value, (int, float))
+    if isinstance(like, (list, tuple)):
+        return isinstance(value, (list, tuple)) and len(value) > 0
+    return isinstance(value, type(like))
+
+
+def check_overrides(notebooks: Sequence[Notebook], preset: str, overrides: dict[str, Any]) -> None:
+    """Before any kernel starts: every overridden name exists in each notebook's parameters
+    cell, has the type of the preset's value, and lies in the range of
+    :data:`grokkit.report.PARAMETER_CHECKS`; each message names the parameter."""
+    for nb in notebooks:
+        params = read_parameters(nb)
+        unknown = sorted(set(overrides) - set(params.names))
         if unknown:
             raise UsageError(
                 f"{nb.stem}: unknown parameter {', '.join(unknown)}; "
-                f"valid parameters: {', '.join(sorted(valid))}"
+                f"valid parameters: {', '.join(sorted(params.names))}"
             )
+        if params.presets and preset not in params.presets:
+            raise UsageError(f"{nb.stem}: no preset {preset!r}; its presets: {', '.join(params.presets)}")
+        for name, value in overrides.items():
+            likes = [p[name] for p in (params.presets.get(preset, {}), *params.presets.values())
+                     if p.get(name) is not None]
+            if value is not None and likes and not _same_type(value, likes[0]):
+                raise UsageError(f"{nb.stem}: parameter {name} must be {_type_name(likes[0])} "
+                                 f"(the type of its preset value), got {value!r}")
+        try:
+            check_parameters(overrides)
+        except (ValueError, TypeError) as err:
+            raise UsageError(f"{nb.stem}: {err}") from None
+
+
+# ----------------------------------------------------------------------------- fingerprints
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-safe copy: NaN and infinities become None, tuples lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def fingerprint(nb: Notebook, preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """What a page depends on: its source, the preset, the overrides and grokkit's source code."""
+    return {"source_sha256": _sha256(nb.source.read_bytes())[:16], "grokkit_sha256": cache.source_hash(),
+            "preset": preset, "overrides": _canonical(overrides)}
+
+
+def page_paths(out: Path, nb: Notebook) -> dict[str, Path]:
+    """The page, its summary, the evidence of a failed run, and the page's lock."""
+    d = out / nb.chapter
+    return {"page": d / f"{nb.stem}.ipynb", "summary": d / f"{nb.stem}.json",
+            "failed_page": d / f"{nb.stem}.failed.ipynb", "failed_summary": d / f"{nb.stem}.failed.json",
+            "lock": d / f".{nb.stem}.lock"}
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """The JSON summary at ``path``, or None if it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def matching_summary(page: Path, summary: Path) -> dict[str, Any] | None:
+    """The summary of ``page`` if it is complete and records this very page (its SHA-256)."""
+    data = read_summary(summary)
+    if data is None or not page.is_file() or data.get("page_sha256") != _sha256(page.read_bytes()):
+        return None
+    return data
+
+
+def up_to_date(out: Path, nb: Notebook, preset: str, overrides: dict[str, Any]) -> bool:
+    """Whether the published page was made from this source, preset, overrides and grokkit."""
+    paths = page_paths(out, nb)
+    data = matching_summary(paths["page"], paths["summary"])
+    return data is not None and data.get("fingerprint") == fingerprint(nb, preset, overrides)
 
 
 # ----------------------------------------------------------------------------- execution
+
+
+@dataclass(frozen=True)
+class Task:
+    """Everything a worker needs to execute one notebook; it travels to Dask workers.
+
+    ``cache`` is the result-cache folder for the kernel, ``""`` for none, None to keep the
+    worker's own ``$GROKKIT_CACHE``; ``workdir`` is the kernel's working folder (the client
+    reads its progress there), None for a temporary one."""
+
+    stem: str
+    source_text: str
+    preset: str
+    overrides: dict[str, Any]
+    timeout: int
+    cache: str | None = None
+    workdir: str | None = None
+
+
+@dataclass
+class Result:
+    """What came back from executing a :class:`Task`: the executed (or partial) notebook as
+    text, the notebook's summary, and the error if any."""
+
+    stem: str
+    notebook: str | None
+    summary: dict[str, Any] | None
+    error: str | None
+    duration_s: float
+    started_at: str
+    host: str
+    interrupted: bool = False
+
+
+_running = False  # whether this process is executing a task (SIGTERM then interrupts it)
+
+
+def _interrupt_task(signum, frame) -> None:
+    if _running:
+        raise KeyboardInterrupt
+
+
+def worker_init() -> None:
+    """For local worker processes: the client forwards interruptions as SIGTERM, which stops
+    the running notebook (papermill shuts its kernel down); Ctrl-C is the client's alone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _interrupt_task)
+
+
+def execute(task: Task) -> Result:
+    """Execute ``task`` with papermill in its working folder; never raises for a notebook's
+    failure, which comes back in ``Result.error``."""
+    global _running
+    workdir = Path(task.workdir or tempfile.mkdtemp(prefix=f"grokkit-{task.stem}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "pid").write_text(str(os.getpid()), encoding="utf-8")
+    # Names relative to the kernel's working folder: the same for every task of a worker.
+    os.environ[SUMMARY_ENV], os.environ[PROGRESS_ENV] = SUMMARY_NAME, PROGRESS_NAME
+    if task.cache is not None:
+        if task.cache:
+            os.environ[cache.ENV] = task.cache
+        else:
+            os.environ.pop(cache.ENV, None)
+    output = workdir / "executed.ipynb"
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    start, error, interrupted = time.perf_counter(), None, False
+    _running = True
+    try:
+        papermill.execute_notebook(
+            jupytext.reads(task.source_text, fmt="md:myst"), str(output),
+            parameters={"preset": task.preset, **task.overrides}, kernel_name="python3", cwd=str(workdir),
+            progress_bar=False, execution_timeout=task.timeout, log_output=False,
+            extra_arguments=KERNEL_ARGUMENTS)
+    except papermill.PapermillExecutionError as err:
+        error = f"cell {err.cell_index} (execution count {err.exec_count}) raised {err.ename}: {err.evalue}"
+    except KeyboardInterrupt:
+        error, interrupted = "interrupted", True
+    except Exception as err:  # kernel death, cell timeout: report it, keep going with the others
+        error = f"{type(err).__name__}: {err}"
+    finally:
+        _running = False
+    result = Result(task.stem, output.read_text(encoding="utf-8") if output.is_file() else None,
+                    read_summary(workdir / SUMMARY_NAME), error, time.perf_counter() - start,
+                    started_at, socket.gethostname(), interrupted)
+    if task.workdir is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def read_progress(workdir: Path) -> dict[str, Any] | None:
+    """The kernel's latest progress record in ``workdir`` (:class:`grokkit.kernels.run.Progress`)."""
+    return read_summary(workdir / PROGRESS_NAME)
+
+
+def running_pid(workdir: Path) -> int | None:
+    """The process executing the task whose working folder is ``workdir``."""
+    try:
+        return int((workdir / "pid").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------- publishing
 
 
 def git_revision(root: Path) -> str:
@@ -211,140 +443,127 @@ def _git(root: Path, *args: str) -> str:
     ).stdout
 
 
-def _relative(path: Path, root: Path) -> str:
+def relative(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies inside, else absolute."""
     path = path.resolve()
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def _finite(value: Any) -> Any:
-    """Copy with NaN and infinities replaced by None (strict JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it onto ``path``."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
 
 
-def tidy(path: Path, source: Path, root: Path) -> None:
+def tidy(nb: nbformat.NotebookNode, source: str, output: str) -> None:
     """Drop run-specific papermill/nbclient metadata (timings, absolute paths) so outputs do
     not churn, and hide the input of the injected-parameters cell."""
-    nb = nbformat.read(path, as_version=4)
     meta = nb.metadata.get("papermill", {})
     for key in ("start_time", "end_time", "duration", "exception"):
         meta.pop(key, None)
-    meta["input_path"] = _relative(source, root)
-    meta["output_path"] = _relative(path, root)
+    meta["input_path"], meta["output_path"] = source, output
     for cell in nb.cells:
         cell.metadata.pop("papermill", None)
         cell.metadata.pop("execution", None)
         tags = cell.metadata.get("tags", [])
         if "injected-parameters" in tags and "hide-input" not in tags:
             cell.metadata["tags"] = [*tags, "hide-input"]
-    nbformat.write(nb, path)
 
 
-def execute(nb: Notebook, root: Path, out: Path, preset: str, overrides: dict[str, Any], timeout: int) -> Outcome:
-    """Run one notebook with papermill and complete its JSON summary."""
-    directory = out / nb.chapter
-    directory.mkdir(parents=True, exist_ok=True)
-    executed, summary = directory / f"{nb.stem}.ipynb", directory / f"{nb.stem}.json"
-    failed, failed_summary = directory / f"{nb.stem}.failed.ipynb", directory / f"{nb.stem}.failed.json"
-    for stale in (summary, failed, failed_summary):
+def banners(preset: str, overrides: dict[str, Any], cached: list[dict[str, Any]], stem: str) -> list[str]:
+    """Notes at the top of a page: a run with overrides is not the preset's page, and runs
+    served by the result cache are named."""
+    notes = []
+    if overrides:
+        values = ", ".join(f"`{k}={v!r}`" for k, v in overrides.items())
+        notes.append(f":::{{warning}}\nThis page was run with the {preset} preset and the overrides {values}: "
+                     f"it is not the book's own page. `grokkit run {stem} --preset {preset}` restores it.\n:::")
+    hits = [e["function"] for e in cached if e.get("hit")]
+    if hits:
+        notes.append(f":::{{note}}\n{len(hits)} of the {len(cached)} cached runs behind this page came from "
+                     f"the result cache (`grokkit cache info`): {', '.join(hits)}.\n:::")
+    return notes
+
+
+def _add_banners(nb: nbformat.NotebookNode, notes: list[str]) -> None:
+    """Insert ``notes`` after the first markdown cell (the title), once."""
+    nb.cells = [c for c in nb.cells if BANNER_TAG not in c.metadata.get("tags", [])]
+    at = next((i + 1 for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), 0)
+    nb.cells[at:at] = [nbformat.v4.new_markdown_cell(n, metadata={"tags": [BANNER_TAG]}) for n in notes]
+
+
+@dataclass
+class Outcome:
+    """What one notebook's run came to: ``status`` is ran, skipped, failed or interrupted."""
+
+    notebook: Notebook
+    status: str
+    message: str
+    duration_s: float = 0.0
+
+
+def publish(nb: Notebook, result: Result, root: Path, out: Path, preset: str,
+            overrides: dict[str, Any], fp: dict[str, Any], revision: str) -> Outcome:
+    """Write a successful run's page and summary (atomically, page first), or a failed run's
+    evidence beside the page; an interrupted run writes nothing."""
+    paths = page_paths(out, nb)
+    error = result.error
+    if error is None and result.summary is None:
+        error = "the notebook did not call report.save()"
+    run_info = {"preset": preset, "overrides": _canonical(overrides), "source": relative(nb.source, root),
+                "duration_s": round(result.duration_s, 3), "git_revision": revision,
+                "started_at": result.started_at, "host": result.host, "fingerprint": fp}
+    if result.interrupted:
+        return Outcome(nb, "interrupted", f"INTERRUPTED {nb.stem}: its page is unchanged", result.duration_s)
+    if error is not None:
+        where = "no partial notebook was written"
+        if result.notebook is not None:
+            partial = nbformat.reads(result.notebook, as_version=4)
+            tidy(partial, run_info["source"], relative(paths["failed_page"], root))
+            atomic_write(paths["failed_page"], nbformat.writes(partial))
+            where = f"partial notebook: {paths['failed_page']}"
+        if result.summary is not None:  # the claims were saved before they failed: keep them as evidence
+            atomic_write(paths["failed_summary"], _json({**result.summary, **run_info, "error": error,
+                                                         "executed": relative(paths["failed_page"], root)}))
+        kept = " (the published page is unchanged)" if paths["page"].is_file() else ""
+        return Outcome(nb, "failed", f"FAILED {nb.stem}: {error}\n  {where}{kept}", result.duration_s)
+
+    page = nbformat.reads(result.notebook, as_version=4)
+    tidy(page, run_info["source"], relative(paths["page"], root))
+    _add_banners(page, banners(preset, overrides, result.summary.get("cache", []), nb.stem))
+    text = nbformat.writes(page) + "\n"
+    data = {**result.summary, **run_info, "executed": relative(paths["page"], root), "page_sha256": _sha256(text.encode())}
+    atomic_write(paths["page"], text)
+    atomic_write(paths["summary"], _json(data))
+    for stale in (paths["failed_page"], paths["failed_summary"]):
         stale.unlink(missing_ok=True)
-
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    revision = git_revision(root)  # the code that runs, even if the repository changes meanwhile
-    previous = os.environ.get(SUMMARY_ENV)
-    os.environ[SUMMARY_ENV] = str(summary)
-    start = time.perf_counter()
-    reason = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="grokkit-run-") as cwd:
-            papermill.execute_notebook(
-                jupytext.read(nb.source),
-                str(executed),
-                parameters={"preset": preset, **overrides},
-                kernel_name="python3",
-                cwd=cwd,
-                progress_bar=sys.stdout.isatty(),
-                execution_timeout=timeout,
-                log_output=False,
-            )
-    except papermill.PapermillExecutionError as err:
-        reason = f"cell {err.cell_index} (execution count {err.exec_count}) raised {err.ename}: {err.evalue}"
-    except Exception as err:  # kernel death, cell timeout: keep going with the other notebooks
-        reason = f"{type(err).__name__}: {err}"
-    finally:
-        duration = time.perf_counter() - start
-        if previous is None:
-            os.environ.pop(SUMMARY_ENV, None)
-        else:
-            os.environ[SUMMARY_ENV] = previous
-
-    if reason is None:
-        tidy(executed, nb.source, root)
-        if not summary.is_file():
-            reason = "notebook did not call report.save()"
-    run_info = dict(preset=preset, overrides=overrides, source=_relative(nb.source, root),
-                    duration_s=round(duration, 3), git_revision=revision, started_at=started_at)
-    if reason is not None:
-        if summary.is_file():  # the claims were saved before they failed: keep them as evidence
-            _complete(summary, failed_summary, {**run_info, "executed": _relative(failed, root), "error": reason})
-            summary.unlink()
-        return _fail(nb, executed, failed, reason)
-    data = _complete(summary, summary, {**run_info, "executed": _relative(executed, root)})
     claims = data.get("claims", [])
     passed = sum(bool(c.get("pass")) for c in claims)
-    line = (
-        f"{nb.stem}  preset={preset}  {duration:.1f}s  claims {passed}/{len(claims)} passed  "
-        f"{_relative(summary, root)}"
-    )
-    return Outcome(nb, True, line)
+    cached = sum(bool(e.get("hit")) for e in data.get("cache", []))
+    line = (f"{nb.stem}  preset={preset}  {result.duration_s:.1f}s  claims {passed}/{len(claims)} passed"
+            f"{f'  ({cached} cached runs)' if cached else ''}  {relative(paths['summary'], root)}")
+    return Outcome(nb, "ran", line, result.duration_s)
 
 
-def _complete(summary: Path, target: Path, run_info: dict[str, Any]) -> dict[str, Any]:
-    """Add what only the runner knows (preset, overrides, duration, git revision...) to the
-    notebook's JSON summary and write it to ``target``."""
-    data = {**json.loads(summary.read_text(encoding="utf-8")), **run_info}
-    target.write_text(json.dumps(_finite(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    return data
+def _json(data: dict[str, Any]) -> str:
+    return json.dumps(_canonical(data), indent=2, allow_nan=False) + "\n"
 
 
-def _fail(nb: Notebook, executed: Path, failed: Path, reason: str) -> Outcome:
-    """Move the partial notebook aside so the book never renders it."""
-    if executed.is_file():
-        executed.replace(failed)
-        where = f"partial notebook: {failed}"
-    else:
-        where = "no partial notebook was written"
-    return Outcome(nb, False, f"FAILED {nb.stem}: {reason}\n  {where}")
+def check_output_folder(out: Path, chapters: Sequence[str]) -> None:
+    """Refuse, before anything runs, an output folder that is a file or cannot be written."""
+    for folder in (out, *(out / c for c in chapters)):
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"output folder {folder} is a file, not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as err:
+            raise UsageError(f"cannot write to output folder {folder}: {err.strerror or err}") from None
 
 
-def run(args: argparse.Namespace) -> int:
-    """``grokkit run``: validate everything, then execute the selected notebooks."""
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
-    root = find_root()
-    notebooks = resolve_targets(args.targets, discover(root))
-    overrides = parse_overrides(args.param)
-    check_parameters(notebooks, overrides)
-    out = Path(args.out).resolve() if args.out else root / GENERATED
-
-    failures = []
-    for nb in notebooks:
-        outcome = execute(nb, root, out, args.preset, overrides, args.timeout)
-        print(outcome.message, flush=True)
-        if not outcome.ok:
-            failures.append(outcome.notebook.stem)
-    if failures:
-        print(f"{len(failures)} of {len(notebooks)} notebooks failed: {', '.join(failures)}", file=sys.stderr)
-        return 1
-    return 0
-
-
-# ----------------------------------------------------------------------------- book
+# ----------------------------------------------------------------------------- status and book
 
 
 def toc_files(entries: Any) -> Iterator[str]:
@@ -359,24 +578,49 @@ def toc_files(entries: Any) -> Iterator[str]:
             yield from toc_files(value)
 
 
-def generated_pages(root: Path) -> list[Path]:
-    """The executed notebooks that ``_toc.yml`` lists under ``book/generated/``."""
+def generated_pages(root: Path, folder: Path | None = None) -> list[Path]:
+    """The executed notebooks that ``_toc.yml`` lists under ``book/generated/``, looked up in
+    ``folder`` (default: ``book/generated`` itself)."""
     toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
     prefix = GENERATED.as_posix() + "/"
-    return [
-        (root / entry).with_suffix(".ipynb")
-        for entry in toc_files(toc)
-        if entry.startswith(prefix)
-    ]
+    folder = folder or root / GENERATED
+    return [(folder / entry[len(prefix):]).with_suffix(".ipynb")
+            for entry in toc_files(toc) if entry.startswith(prefix)]
 
 
-def page_problems(root: Path) -> list[str]:
-    """Missing executed notebooks, error outputs and papermill error cells."""
+def page_status(out: Path, nb: Notebook) -> dict[str, Any]:
+    """One page's state: ``state`` is up to date, stale (why), incomplete or missing, with
+    its preset, overrides, claims and start time, and whether its last run failed."""
+    paths = page_paths(out, nb)
+    data = matching_summary(paths["page"], paths["summary"])
+    failed = read_summary(paths["failed_summary"])
+    row: dict[str, Any] = {"stem": nb.stem, "preset": "-", "overrides": {}, "claims": "-", "ran": "-",
+                           "failed": failed.get("started_at", "?") if failed else None}
+    if data is None:
+        row["state"] = "incomplete (no matching summary)" if paths["page"].is_file() else "missing"
+        return row
+    claims = data.get("claims", [])
+    row.update(preset=data.get("preset", "?"), overrides=data.get("overrides") or {},
+               claims=f"{sum(bool(c.get('pass')) for c in claims)}/{len(claims)}", ran=data.get("started_at", "?"))
+    fp, now = data.get("fingerprint") or {}, fingerprint(nb, row["preset"], row["overrides"])
+    changed = [what for key, what in (("source_sha256", "notebook edited"), ("grokkit_sha256", "grokkit changed"))
+               if fp.get(key) != now[key]]
+    row["state"] = f"stale ({', '.join(changed)})" if changed else "up to date"
+    return row
+
+
+def page_problems(root: Path, folder: Path | None = None) -> list[str]:
+    """Why the book cannot be built from ``folder``: missing pages, pages without a matching
+    complete summary (an interrupted or hand-edited run), error outputs, papermill error cells."""
     problems = []
-    for page in generated_pages(root):
-        label = _relative(page, root)
+    for page in generated_pages(root, folder):
+        label = relative(page, root)
         if not page.is_file():
             problems.append(f"{label} is missing: run `grokkit run all` first")
+            continue
+        if matching_summary(page, page.with_suffix(".json")) is None:
+            problems.append(f"{label} has no matching complete summary (an interrupted or edited run): "
+                            f"rerun `grokkit run {page.stem}`")
             continue
         nb = nbformat.read(page, as_version=4)
         for index, cell in enumerate(nb.cells):
@@ -388,71 +632,15 @@ def page_problems(root: Path) -> list[str]:
     return problems
 
 
-def book(args: argparse.Namespace) -> int:
-    """``grokkit book``: check the executed notebooks, then build the HTML."""
-    root = find_root()
-    problems = page_problems(root)
-    if problems:
-        print("cannot build the book:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    out = Path(args.out).resolve() if args.out else root
-    script = Path(sys.executable).parent / "jupyter-book"
-    command = [str(script)] if script.is_file() else [
-        sys.executable, "-c", "from jupyter_book.cli.main import main; main()"
-    ]
-    command += ["build", str(root), "--path-output", str(out), "--all", "-W", "-n", "--keep-going"]
-    code = subprocess.run(command, check=False).returncode
-    if code == 0:
-        print(f"Book: {out / '_build' / 'html' / 'index.html'}")
-    return code
-
-
-def list_notebooks(args: argparse.Namespace) -> int:
-    """``grokkit list``: chapter, stem and title of every notebook."""
-    notebooks = discover(find_root())
-    width = max((len(nb.stem) for nb in notebooks), default=0)
-    for nb in notebooks:
-        print(f"{nb.chapter}  {nb.stem:<{width}}  {title_of(nb.source)}")
-    return 0
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def parser() -> argparse.ArgumentParser:
-    """The ``grokkit`` command-line interface."""
-    cli = argparse.ArgumentParser(prog="grokkit", description=__doc__.splitlines()[0])
-    commands = cli.add_subparsers(dest="command", required=True)
-
-    commands.add_parser("list", help="list the notebooks").set_defaults(func=list_notebooks)
-
-    run_cli = commands.add_parser("run", help="execute notebooks into book/generated/")
-    run_cli.add_argument("targets", nargs="+", metavar="TARGET",
-                         help="all, a chapter, a notebook stem, a unique stem prefix, or a path to a .md")
-    run_cli.add_argument("--preset", choices=PRESETS, default=PRESETS[0],
-                         help="parameter preset (default: %(default)s)")
-    run_cli.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                         help="override a parameter; VALUE is a Python literal or a string")
-    run_cli.add_argument("--out", help="output folder (default: book/generated under the repository)")
-    run_cli.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT,
-                         help="per-cell timeout in seconds (default: %(default)s)")
-    run_cli.set_defaults(func=run)
-
-    book_cli = commands.add_parser("book", help="check the executed notebooks and build the HTML")
-    book_cli.add_argument("--out", help="folder that receives _build/ (default: the repository)")
-    book_cli.set_defaults(func=book)
-    return cli
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``grokkit`` console script; returns the exit code."""
-    args = parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except UsageError as err:
-        print(f"grokkit: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def page_warnings(root: Path, folder: Path | None = None) -> list[str]:
+    """Pages that are not their preset's own: run with overrides, or at a preset other than quick."""
+    notes = []
+    for page in generated_pages(root, folder):
+        data = read_summary(page.with_suffix(".json")) or {}
+        if data.get("overrides"):
+            values = ", ".join(f"{k}={v!r}" for k, v in data["overrides"].items())
+            notes.append(f"{page.stem} was run with overrides ({values}): it is not the {data.get('preset')} "
+                         f"preset's page")
+        elif data.get("preset", PRESETS[0]) != PRESETS[0]:
+            notes.append(f"{page.stem} is at the {data['preset']} preset")
+    return notes

@@ -17,12 +17,59 @@ from typing import Any
 
 import numpy as np
 
+from grokkit import cache
+from grokkit._checks import check_int, check_option, check_range
+
 PRESETS = ("quick", "paper")
 SUMMARY_ENV = "GROKKIT_SUMMARY"
 
 
+def _positive(name: str, value: Any) -> None:
+    check_range(name, value, 0.0, closed="neither")
+
+
+def _nonnegative(name: str, value: Any) -> None:
+    check_range(name, value, 0.0)
+
+
+def _count(name: str, value: Any) -> None:
+    check_int(name, value, 1)
+
+
+def _device(name: str, value: Any) -> None:
+    if not (isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit()):
+        check_option(name, value, ("auto", "cpu", "cuda"))
+
+
+# The valid range of each notebook parameter, by its conventional name (CONTRIBUTING.md);
+# ``grid_alpha`` or ``test_threshold`` are checked as ``alpha`` and ``threshold``, and each
+# element of a list (a grid) is checked on its own.
+PARAMETER_CHECKS = {
+    **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps"), _count),
+    "seed": lambda name, value: check_int(name, value, 0, 2**32 - 1),
+    "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
+    "alpha": _positive,
+    "threshold": _positive,
+    **dict.fromkeys(("beta1", "beta2", "beta_star", "init_scale"), _nonnegative),
+    "snr": lambda name, value: value is None or _positive(name, value),
+    "variance": lambda name, value: check_option(name, value, ("1/n", "1/N")),
+    "device": _device,
+}
+
+
+def check_parameters(params: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the first parameter outside its range (:data:`PARAMETER_CHECKS`)."""
+    for name, value in params.items():
+        check = PARAMETER_CHECKS.get(name) or PARAMETER_CHECKS.get(name.partition("_")[2])
+        if check is None:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            check(name, item)
+
+
 def resolve(presets: dict[str, dict[str, Any]], preset: str, given: dict[str, Any]) -> dict[str, Any]:
-    """Parameters of ``preset``, overridden by every knob in ``given`` that is not None.
+    """Parameters of ``preset``, overridden by every knob in ``given`` that is not None, and
+    checked against their ranges (:func:`check_parameters`).
 
     ``given`` is usually ``globals()`` of the notebook: only the keys the preset
     defines are read, so other names are ignored.
@@ -33,6 +80,7 @@ def resolve(presets: dict[str, dict[str, Any]], preset: str, given: dict[str, An
     for key in params:
         if given.get(key) is not None:
             params[key] = given[key]
+    check_parameters(params)
     return params
 
 
@@ -161,6 +209,7 @@ class Report:
             "all_claims_pass": all(c.passed for c in self.claims),
             "disagreements": [{"name": d.name, "paper": d.paper, "measured": d.measured}
                               for d in self.disagreements],
+            "cache": cache.events(),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "versions": {
                 "python": platform.python_version(),
@@ -171,10 +220,12 @@ class Report:
         })
 
     def save(self) -> str | None:
-        """Write the JSON summary to ``$GROKKIT_SUMMARY``; return the path (None if unset)."""
+        """Write the JSON summary to ``$GROKKIT_SUMMARY`` (relative to the working folder, where
+        ``grokkit run`` gives each notebook its own); return the path (None if unset)."""
         path = os.environ.get(SUMMARY_ENV)
         if not path:
             return None
+        path = os.path.abspath(path)
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh, indent=2, allow_nan=False)
         return path

@@ -19,6 +19,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,13 @@ def _build(compiler: str) -> Path | None:
     return None
 
 
+def _load(target: Path | None) -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(str(target)) if target is not None else None
+    except OSError:
+        return None
+
+
 @functools.cache
 def library() -> ctypes.CDLL | None:
     """The compiled ``fused.c``, or None where it cannot be built or run here."""
@@ -69,9 +77,15 @@ def library() -> ctypes.CDLL | None:
     if compiler is None or not _cpu_has_avx2_fma():
         return None
     target = _build(compiler)
-    if target is None:
+    lib = _load(target)
+    if target is not None and lib is None:  # a damaged cached build (truncated, say): rebuild it once
+        target.unlink(missing_ok=True)
+        lib = _load(_build(compiler))
+        if lib is None:
+            warnings.warn(f"grokkit: the fused CPU steps in {target} could not be loaded or rebuilt; "
+                          "using the PyTorch steps", RuntimeWarning, stacklevel=2)
+    if lib is None:
         return None
-    lib = ctypes.CDLL(str(target))
     lib.grokkit_steps.argtypes = [ctypes.c_int] * 4 + [ctypes.c_long] + [_D] * 11
     lib.grokkit_steps.restype = None
     return lib

@@ -8,10 +8,12 @@ is shared, ``X`` (N, n), or one per configuration, ``X`` (G, N, n).
 from __future__ import annotations
 
 import itertools
+import json
 import math
-from contextlib import contextmanager
+import os
 import sys
 import time
+from contextlib import contextmanager
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from grokkit.kernels import fused
 HYPER = ("alpha", "beta1", "beta2", "init_scale")
 METRICS = ("train_error", "test_error", "l1", "l2", "grad_ratio")
 _UNBATCHED_DIM = {"X": 2, "P": 2}  # every other row tensor is a vector (y, b_star)
+PROGRESS_ENV = "GROKKIT_PROGRESS"
 
 
 def grid(**axes) -> dict[str, np.ndarray]:
@@ -142,6 +145,46 @@ def check_step_size(X: torch.Tensor, config: dict[str, np.ndarray]) -> np.ndarra
     return lam
 
 
+class Progress:
+    """Progress of a loop of ``total`` steps: a bar on a terminal (``show=None``) or on request,
+    and, when ``$GROKKIT_PROGRESS`` names a file, the same numbers written there as JSON at
+    most once a second. ``grokkit run`` reads that file to report the progress of notebooks
+    that run without a terminal."""
+
+    def __init__(self, label: str, total: int, show: bool | None = None):
+        self.label, self.total, self.done = label, int(total), 0
+        self.bar = tqdm(total=total, desc=label, leave=False,
+                        disable=(not sys.stderr.isatty()) if show is None else not show)
+        self.path = os.environ.get(PROGRESS_ENV) or None
+        self.start = self.written = time.monotonic()
+
+    def update(self, k: int) -> None:
+        """``k`` more steps done."""
+        self.done += k
+        self.bar.update(k)
+        if self.path and time.monotonic() - self.written >= 1.0:
+            self._write()
+
+    def close(self) -> None:
+        """All ``total`` steps done (a loop may finish early when every configuration stopped)."""
+        self.update(self.total - self.done)
+        self.bar.close()
+        if self.path:
+            self._write()
+
+    def _write(self) -> None:
+        self.written = time.monotonic()
+        record = {"label": self.label, "done": self.done, "total": self.total,
+                  "seconds": round(self.written - self.start, 1)}
+        partial = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            with open(partial, "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(partial, self.path)
+        except OSError:  # progress is informative: never let it stop a run
+            self.path = None
+
+
 @contextmanager
 def cpu_threads(device: torch.device, work: float):
     """Run small problems on one CPU thread: below ~1e6 multiply-adds per step, intra-op
@@ -232,8 +275,7 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
     rec = _Records(G, sched.size, n, record_b, device)
     state = _State(method, X, y, b_star, extra or {}, config, b0)
     diverged, stopped_at = np.zeros(G, dtype=bool), np.full(G, -1, dtype=np.int64)
-    bar = tqdm(total=steps, desc=method, leave=False,
-               disable=(not sys.stderr.isatty()) if progress is None else not progress)
+    bar = Progress(method, steps, progress)
     with cpu_threads(device, G * X.shape[-2] * n):
         t = 0
         for j, t_next in enumerate(sched):
@@ -253,7 +295,6 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
                 state.drop(done)
                 if state.rows.numel() == 0:
                     break
-    bar.update(steps - bar.n)
     bar.close()
     rec.b_final[state.rows] = state.b
     if diverged.any():

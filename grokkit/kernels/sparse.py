@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from grokkit._checks import check_int, check_option
+from grokkit.cache import cached
 from grokkit.kernels.run import (Trajectory, apply, check_step_size, configurations, gradient, residual,
                                  resolve_device, run)
 
@@ -168,7 +169,7 @@ def _kernel(method: str, step, rule: str, extra=None):
 
     kernel.__name__ = kernel.__qualname__ = method
     kernel.__doc__ = _doc(method, rule)
-    return kernel
+    return cached(kernel)
 
 
 subgradient = _kernel(
