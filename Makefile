@@ -13,7 +13,7 @@ help:
 	@echo "make book      run every notebook (quick preset) and build the HTML book"
 	@echo "make test      library/pipeline tests, notebook runs, nbval, book build, HTML checks"
 	@echo "make bench     run benchmarks/bench_sparse.py"
-	@echo "make clean     remove _build and book/generated"
+	@echo "make clean     remove _build, book/generated and the result cache .cache"
 	@echo "variables:     PYTHON=$(PYTHON) (Python >= 3.10 used to create $(VENV))"
 
 install: $(STAMP)
@@ -34,11 +34,16 @@ book: install
 	$(BIN)/grokkit run all --preset quick
 	$(BIN)/grokkit book
 
+# Both cores everywhere: pytest-xdist for the tests and for nbval (--dist loadfile keeps each
+# notebook's cells in one kernel, in order), `grokkit run` runs a notebook per core. nbval
+# re-executes every page with the result cache of the run before it, so it checks that each
+# page still runs and prints the same claims without recomputing the kernels (their
+# determinism is tested in tests/).
 test: install
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n auto tests
 	$(BIN)/grokkit run all --preset quick
-	$(BIN)/python -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider -o addopts="" \
-	  book/generated
+	GROKKIT_CACHE=$(CURDIR)/.cache $(BIN)/python -m pytest -n auto --dist loadfile --nbval-lax \
+	  --nbval-current-env -p no:cacheprovider -o addopts="" book/generated
 	$(BIN)/grokkit book
 	$(BIN)/python -m pytest -m book tests
 
@@ -46,4 +51,4 @@ bench: install
 	$(BIN)/python benchmarks/bench_sparse.py
 
 clean:
-	rm -rf _build book/generated
+	rm -rf _build book/generated .cache

@@ -45,8 +45,9 @@ DEFAULT_TIMEOUT = 1800
 QUICK_BUDGET_S = 30
 SUMMARY_NAME = "grokkit-summary.json"    # in the notebook's own working folder
 PROGRESS_NAME = "grokkit-progress.json"
-# ipykernel 7 warns on every start that its local TCP sockets are unencrypted: noise here.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+# Kernel logs are noise here: ipykernel 7 warns on every start that its local TCP sockets are
+# unencrypted, and logs a traceback when an interrupted run shuts it down mid-message.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 class UsageError(Exception):

@@ -1,14 +1,22 @@
-"""Tests of the ``grokkit`` batch runner on tiny notebooks in a throwaway repository."""
+"""Tests of the ``grokkit`` batch runner on tiny notebooks in a throwaway repository.
+
+Each fault found by the trial of issue 5 is a test here: interrupted runs (SIGTERM, Ctrl-C),
+failed runs over good pages, bad overrides, two runs on one page, unwritable output folders,
+runs with overrides, progress without a terminal, the kernel's TCP warning and ``--help``."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from grokkit import pipeline
+from grokkit import cli, pipeline
 
 FRONT_MATTER = """\
 ---
@@ -25,6 +33,8 @@ kernelspec:
 
 NB1 = FRONT_MATTER + """
 # Tiny notebook
+
+Its claims pass for x < 5.
 
 ```{code-cell} ipython3
 :tags: [parameters]
@@ -60,6 +70,63 @@ raise ValueError("boom")
 ```
 """
 
+# Sleeps through a Progress loop; writes `marker` once its kernel runs.
+SLOW = FRONT_MATTER + """
+# Slow notebook
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+preset = "quick"
+seconds = 1.0
+marker = ""
+```
+
+```{code-cell} ipython3
+import time
+from pathlib import Path
+
+from grokkit.kernels.run import Progress
+from grokkit.report import Report
+
+if marker:
+    Path(marker).write_text("started")
+bar = Progress("sleep", 20)
+for _ in range(20):
+    time.sleep(seconds / 20)
+    bar.update(1)
+bar.close()
+Report("slow", {"seconds": seconds}).save()
+```
+"""
+
+# Parameters with presets, as the book's notebooks declare them.
+TYPED = FRONT_MATTER + """
+# Typed notebook
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+preset = "quick"
+N = None           # measurements
+seed = None
+threshold = None   # t1, t2 threshold
+steps = None
+grid_alpha = None
+```
+
+```{code-cell} ipython3
+import grokkit as gk
+
+PRESETS = {
+    "paper": dict(N=30, seed=1, threshold=1e-3, steps=1_000_000, grid_alpha=[0.01, 0.1]),
+    "quick": dict(N=30, seed=1, threshold=1e-3, steps=1_000, grid_alpha=[0.1]),
+}
+p = gk.resolve(PRESETS, preset, globals())
+gk.Report("typed", p).save()
+```
+"""
+
 OTHER = FRONT_MATTER + """
 # Other chapter
 
@@ -81,41 +148,78 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     demo = tmp_path / "notebooks" / "demo"
     demo.mkdir(parents=True)
-    (demo / "nb1.md").write_text(NB1, encoding="utf-8")
-    (demo / "nb2.md").write_text(NB2, encoding="utf-8")
+    for name, text in (("nb1", NB1), ("nb2", NB2), ("slow", SLOW), ("typed", TYPED)):
+        (demo / f"{name}.md").write_text(text, encoding="utf-8")
     (demo / "README.md").write_text("# Not a notebook\n", encoding="utf-8")
     (tmp_path / "notebooks" / "other").mkdir()
     (tmp_path / "notebooks" / "other" / "thing.md").write_text(OTHER, encoding="utf-8")
     monkeypatch.chdir(demo)
+    monkeypatch.setenv("GROKKIT_CACHE", str(tmp_path / "cache"))
     return tmp_path
+
+
+def out_dir(repo: Path) -> Path:
+    return repo / "book" / "generated" / "demo"
 
 
 def stems(notebooks: list[pipeline.Notebook]) -> list[str]:
     return [nb.stem for nb in notebooks]
 
 
+def grokkit(repo: Path, *args: str, **kwargs) -> subprocess.Popen:
+    """``grokkit ARGS`` as a separate process without a terminal, in the fake repository."""
+    return subprocess.Popen([sys.executable, "-m", "grokkit.cli", *args], cwd=repo, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def wait_for(path: Path, process: subprocess.Popen | None = None, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert process is None or process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith(".")}
+
+
+# ----------------------------------------------------------------------------- discovery and parameters
+
+
 def test_root_discovery_and_titles(repo: Path) -> None:
     assert pipeline.find_root() == repo
     notebooks = pipeline.discover(repo)
-    assert [(nb.chapter, nb.stem) for nb in notebooks] == [("demo", "nb1"), ("demo", "nb2"), ("other", "thing")]
+    assert [(nb.chapter, nb.stem) for nb in notebooks] == [
+        ("demo", "nb1"), ("demo", "nb2"), ("demo", "slow"), ("demo", "typed"), ("other", "thing")]
     assert pipeline.title_of(notebooks[0].source) == "Tiny notebook"
 
 
 def test_list(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert pipeline.main(["list"]) == 0
+    assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert "demo  nb1    Tiny notebook" in out
     assert "README" not in out
 
 
+def test_list_params_prints_each_preset(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["list", "--params", "typed"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "typed: Typed notebook"
+    assert lines[1].split() == ["parameter", "quick", "paper", "comment"]
+    assert lines[2].split() == ["N", "30", "30", "measurements"]
+    assert lines[5].split() == ["steps", "1000", "1000000"]
+    assert lines[6].split() == ["grid_alpha", "[0.1]", "[0.01,", "0.1]"]
+
+
 @pytest.mark.parametrize(
     ("targets", "expected"),
     [
-        (["all"], ["nb1", "nb2", "thing"]),
-        (["demo"], ["nb1", "nb2"]),
+        (["all"], ["nb1", "nb2", "slow", "typed", "thing"]),
+        (["demo"], ["nb1", "nb2", "slow", "typed"]),
         (["nb2"], ["nb2"]),
         (["th"], ["thing"]),
-        (["nb2", "all"], ["nb2", "nb1", "thing"]),
+        (["nb2", "all"], ["nb2", "nb1", "slow", "typed", "thing"]),
         (["nb1.md"], ["nb1"]),
     ],
 )
@@ -126,13 +230,14 @@ def test_resolve_targets(repo: Path, targets: list[str], expected: list[str]) ->
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("nope", "unknown target 'nope'; valid targets: all, chapters: demo, other; notebooks: nb1, nb2, thing"),
+        ("nope", "unknown target 'nope'; valid targets: all, chapters: demo, other; "
+                 "notebooks: nb1, nb2, slow, typed, thing"),
         ("nb", "ambiguous target 'nb': matches nb1, nb2"),
         ("missing.md", "no such notebook source"),
     ],
 )
 def test_bad_targets(repo: Path, target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert pipeline.main(["run", target]) == 2
+    assert cli.main(["run", target]) == 2
     assert message in capsys.readouterr().err
     assert not (repo / "book").exists()
 
@@ -150,92 +255,376 @@ def test_parse_overrides() -> None:
 
 
 def test_unknown_parameter_rejected_before_running(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert pipeline.main(["run", "all", "-p", "x=3", "-p", "seed=1"]) == 2
+    assert cli.main(["run", "nb1", "nb2", "-p", "x=3", "-p", "seed=1"]) == 2
     err = capsys.readouterr().err
     assert "nb1: unknown parameter seed; valid parameters: preset, x" in err
     assert not (repo / "book").exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("N=abc", "typed: parameter N must be an integer (the type of its preset value), got 'abc'"),
+        ("N=2.5", "typed: parameter N must be an integer (the type of its preset value), got 2.5"),
+        ("seed=-1", "typed: seed must be an integer in [0, 4294967295], got -1"),
+        ("threshold=-1", "typed: threshold must be in (0.0, inf), got -1"),
+        ("steps=0", "typed: steps must be an integer in [1, inf), got 0"),
+        ("grid_alpha=0.1", "typed: parameter grid_alpha must be a list such as [0.1] "),
+        ("grid_alpha=[0.1,-1]", "typed: grid_alpha must be in (0.0, inf), got -1"),
+    ],
+)
+def test_bad_override_refused_before_any_kernel(repo: Path, override: str, message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 5: `-p N=abc`, `-p seed=-1`, `-p threshold=-1` were checked only inside the kernel."""
+    start = time.perf_counter()
+    assert cli.main(["run", "typed", "-p", override]) == 2
+    assert message in capsys.readouterr().err
+    assert time.perf_counter() - start < 2.0  # no kernel started (one takes seconds)
+    assert not (repo / "book").exists()
+
+
 def test_missing_parameters_cell(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "notebooks" / "other" / "bare.md").write_text(FRONT_MATTER + "\n# Bare\n", encoding="utf-8")
-    assert pipeline.main(["run", "bare"]) == 2
+    assert cli.main(["run", "bare"]) == 2
     assert "bare: no cell tagged 'parameters'" in capsys.readouterr().err
 
 
 def test_unknown_preset_rejected(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        pipeline.main(["run", "nb1", "--preset", "huge"])
+        cli.main(["run", "nb1", "--preset", "huge"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'huge' (choose from 'quick', 'paper')" in capsys.readouterr().err
-
-
-def test_run_writes_notebook_and_summary(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert pipeline.main(["run", "nb1", "-p", "x=2.5"]) == 0
-    out_dir = repo / "book" / "generated" / "demo"
-    line = capsys.readouterr().out
-    assert line.startswith("nb1  preset=quick  ") and "claims 2/2 passed  book/generated/demo/nb1.json" in line
-
-    summary = json.loads((out_dir / "nb1.json").read_text(encoding="utf-8"))
-    assert summary["parameters"] == {"preset": "quick", "x": 2.5}
-    assert summary["preset"] == "quick" and summary["overrides"] == {"x": 2.5}
-    assert summary["source"] == "notebooks/demo/nb1.md"
-    assert summary["executed"] == "book/generated/demo/nb1.ipynb"
-    assert summary["duration_s"] > 0 and summary["started_at"].endswith("+00:00")
-    assert summary["git_revision"] == "unknown"  # tmp_path is not a git repository
-    assert [c["pass"] for c in summary["claims"]] == [True, True]
-
-    nb = nbformat.read(out_dir / "nb1.ipynb", as_version=4)
-    tags = [cell.metadata.get("tags", []) for cell in nb.cells]
-    assert ["parameters"] in tags and ["injected-parameters", "hide-input"] in tags
-    assert not any("papermill" in cell.metadata or "execution" in cell.metadata for cell in nb.cells)
-    assert "start_time" not in nb.metadata.papermill and nb.metadata.papermill.parameters == {"preset": "quick", "x": 2.5}
-    assert "PASS  x is small: measured 2.5, expected <= 5" in nb.cells[-1].outputs[0].text
-    assert pipeline.page_problems(repo) == ["book/generated/demo/nb2.ipynb is missing: run `grokkit run all` first"]
-
-
-def test_failure_is_reported_and_moved_aside(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out_dir = repo / "book" / "generated" / "demo"
-    out_dir.mkdir(parents=True)
-    (out_dir / "nb2.json").write_text("{}", encoding="utf-8")  # stale summary of an earlier run
-    assert pipeline.main(["run", "nb2"]) == 1
-    captured = capsys.readouterr()
-    assert "FAILED nb2: cell 3 (execution count 3) raised ValueError: boom" in captured.out
-    assert f"partial notebook: {out_dir / 'nb2.failed.ipynb'}" in captured.out
-    assert "1 of 1 notebooks failed: nb2" in captured.err
-    assert (out_dir / "nb2.failed.ipynb").is_file()
-    assert not (out_dir / "nb2.ipynb").exists() and not (out_dir / "nb2.json").exists()
 
 
 def test_unreadable_notebook_is_a_usage_error(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = NB1.replace(":tags: [parameters]", "---\ncaption: a: b\n---")
     (repo / "notebooks" / "demo" / "nb1.md").write_text(broken, encoding="utf-8")
-    assert pipeline.main(["run", "nb1"]) == 2
+    assert cli.main(["run", "nb1"]) == 2
     assert "nb1: cannot read" in capsys.readouterr().err
 
 
-def test_failed_claims_keep_their_summary(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out_dir = repo / "book" / "generated" / "demo"
-    assert pipeline.main(["run", "nb1", "-p", "x=10"]) == 1
-    assert "FAILED nb1: " in capsys.readouterr().out
-    summary = json.loads((out_dir / "nb1.failed.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("bad", [["--workers", "0"], ["--timeout", "0"], ["--progress-every", "-1"]])
+def test_bad_run_options(repo: Path, bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1", *bad]) == 2
+    assert f"{bad[0]} must be" in capsys.readouterr().err
+
+
+def test_help_has_no_rest_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["run", "--help"], ["book", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        text = capsys.readouterr().out
+        assert "``" not in text and ":func:" not in text and "usage: grokkit" in text
+
+
+# ----------------------------------------------------------------------------- running and publishing
+
+
+def test_run_writes_notebook_and_summary(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("nb1  preset=quick  ") and "claims 2/2 passed  book/generated/demo/nb1.json" in line
+
+    summary = json.loads((out_dir(repo) / "nb1.json").read_text(encoding="utf-8"))
+    assert summary["parameters"] == {"preset": "quick", "x": 1.0}
+    assert summary["preset"] == "quick" and summary["overrides"] == {}
+    assert summary["source"] == "notebooks/demo/nb1.md"
+    assert summary["executed"] == "book/generated/demo/nb1.ipynb"
+    assert summary["duration_s"] > 0 and summary["started_at"].endswith("+00:00")
+    assert summary["git_revision"] == "unknown"  # tmp_path is not a git repository
+    assert [c["pass"] for c in summary["claims"]] == [True, True]
+    assert summary["fingerprint"]["preset"] == "quick" and len(summary["fingerprint"]["grokkit_sha256"]) == 16
+
+    nb = nbformat.read(out_dir(repo) / "nb1.ipynb", as_version=4)
+    tags = [cell.metadata.get("tags", []) for cell in nb.cells]
+    assert ["parameters"] in tags and ["injected-parameters", "hide-input"] in tags
+    assert not any("grokkit-banner" in t for t in tags)  # the preset's own page
+    assert not any("papermill" in cell.metadata or "execution" in cell.metadata for cell in nb.cells)
+    assert "start_time" not in nb.metadata.papermill and nb.metadata.papermill.parameters == {"preset": "quick"}
+    assert "PASS  x is small: measured 1, expected <= 5" in nb.cells[-1].outputs[0].text
+    assert pipeline.matching_summary(out_dir(repo) / "nb1.ipynb", out_dir(repo) / "nb1.json") is not None
+    assert pipeline.page_problems(repo) == ["book/generated/demo/nb2.ipynb is missing: run `grokkit run all` first"]
+
+
+def test_second_run_skips_and_rewrites_nothing_until_a_source_changes(repo: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1", "typed", "--workers", "2"]) == 0
+    before = snapshot(out_dir(repo))
+    mtimes = {p.name: p.stat().st_mtime_ns for p in out_dir(repo).iterdir()}
+    capsys.readouterr()
+
+    start = time.perf_counter()
+    assert cli.main(["run", "nb1", "typed"]) == 0
+    assert time.perf_counter() - start < 1.0  # no kernel
+    out = capsys.readouterr().out
+    assert "nb1  up to date, skipped" in out and "typed  up to date, skipped" in out
+    assert "2 notebook(s)" in out and "0 ran, 2 up to date, 0 failed" in out
+    assert snapshot(out_dir(repo)) == before
+    assert {p.name: p.stat().st_mtime_ns for p in out_dir(repo).iterdir()} == mtimes
+
+    source = repo / "notebooks" / "demo" / "typed.md"  # edit one notebook: only it reruns
+    source.write_text(source.read_text(encoding="utf-8").replace("# Typed notebook", "# Typed notebook, edited"),
+                      encoding="utf-8")
+    assert cli.main(["status", "typed"]) == 0
+    assert "stale (notebook edited)" in capsys.readouterr().out
+    assert cli.main(["run", "nb1", "typed"]) == 0
+    out = capsys.readouterr().out
+    assert "nb1  up to date, skipped" in out and "typed  preset=quick" in out
+    assert (out_dir(repo) / "nb1.json").read_bytes() == before["nb1.json"]
+
+    assert cli.main(["run", "nb1", "--force"]) == 0  # --force reruns
+    assert "nb1  preset=quick" in capsys.readouterr().out
+
+
+def test_status_lines(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1", "-p", "x=2"]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert lines[0].split()[:2] == ["nb1", "up"] and "preset=quick" in lines[0]
+    assert "overrides=x=2" in lines[0] and "claims=2/2" in lines[0] and "ran=20" in lines[0]
+    assert lines[1].split()[:2] == ["nb2", "missing"]
+
+
+def test_failed_run_keeps_the_good_page(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 5: `run all -p steps=0` over good outputs replaced them all with .failed.ipynb."""
+    assert cli.main(["run", "nb1"]) == 0
+    good = snapshot(out_dir(repo))
+    capsys.readouterr()
+    assert cli.main(["run", "nb1", "-p", "x=10"]) == 1  # its claims fail
+    captured = capsys.readouterr()
+    assert "FAILED nb1: " in captured.out and "(the published page is unchanged)" in captured.out
+    assert "1 of 1 notebooks failed: nb1" in captured.err
+    assert {k: v for k, v in snapshot(out_dir(repo)).items() if "failed" not in k} == good
+    summary = json.loads((out_dir(repo) / "nb1.failed.json").read_text(encoding="utf-8"))
     assert "AssertionError" in summary["error"] and summary["overrides"] == {"x": 10}
     assert [c["pass"] for c in summary["claims"]] == [False, True]
     assert summary["executed"] == "book/generated/demo/nb1.failed.ipynb"
-    assert not (out_dir / "nb1.json").exists() and (out_dir / "nb1.failed.ipynb").is_file()
+    assert (out_dir(repo) / "nb1.failed.ipynb").is_file()
+    assert cli.main(["status", "nb1"]) == 0
+    assert "last run FAILED" in capsys.readouterr().out
+
+    assert cli.main(["run", "nb1", "--force"]) == 0  # a good run clears the evidence
+    assert not (out_dir(repo) / "nb1.failed.json").exists()
+
+
+def test_failure_is_reported_by_cell(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb2"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED nb2: cell 3 (execution count 3) raised ValueError: boom" in captured.out
+    assert f"partial notebook: {out_dir(repo) / 'nb2.failed.ipynb'}" in captured.out
+    assert not (out_dir(repo) / "nb2.ipynb").exists() and not (out_dir(repo) / "nb2.json").exists()
+
+
+def test_override_page_has_a_banner_and_the_book_warns(repo: Path) -> None:
+    """Issue 5: `run fig02 -p seed=3 -p N=40` silently replaced the book's page."""
+    assert cli.main(["run", "nb1", "-p", "x=2.5"]) == 0
+    nb = nbformat.read(out_dir(repo) / "nb1.ipynb", as_version=4)
+    assert nb.cells[0].source.startswith("# Tiny notebook")
+    banner = nb.cells[1]
+    assert banner.metadata.tags == ["grokkit-banner"] and "overrides `x=2.5`" in banner.source
+    assert "`grokkit run nb1 --preset quick` restores it" in banner.source
+    assert pipeline.page_warnings(repo) == ["nb1 was run with overrides (x=2.5): it is not the quick preset's page"]
+
+
+@pytest.mark.parametrize("folder", ["file", "unwritable"])
+def test_unwritable_output_folder(repo: Path, folder: str, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 5: a read-only book/generated, or --out naming a file, gave a raw traceback."""
+    target = repo / "somewhere"
+    if folder == "file":
+        target.write_text("not a folder", encoding="utf-8")
+        expected = f"grokkit: error: output folder {target} is a file, not a folder"
+    else:  # the tests run as root, whom file modes do not stop: the OS's refusal is simulated
+        def refuse(*args, **kwargs):
+            raise PermissionError(13, "Permission denied")
+        monkeypatch.setattr(pipeline.tempfile, "TemporaryFile", refuse)
+        expected = f"grokkit: error: cannot write to output folder {target}: Permission denied"
+    assert cli.main(["run", "nb1", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == expected and "Traceback" not in err
+
+
+def test_book_refuses_pages_without_a_matching_summary(repo: Path) -> None:
+    """Issue 5: an interrupted run left a half-empty page that `grokkit book` published."""
+    assert cli.main(["run", "nb1"]) == 0
+    page = out_dir(repo) / "nb1.ipynb"
+    page.write_text(page.read_text(encoding="utf-8").replace("Tiny notebook", "Half a notebook"), encoding="utf-8")
+    (out_dir(repo) / "nb2.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()), encoding="utf-8")
+    assert pipeline.page_problems(repo) == [
+        "book/generated/demo/nb1.ipynb has no matching complete summary (an interrupted or edited run): "
+        "rerun `grokkit run nb1`",
+        "book/generated/demo/nb2.ipynb has no matching complete summary (an interrupted or edited run): "
+        "rerun `grokkit run nb2`",
+    ]
+    assert cli.main(["book"]) == 1
 
 
 def test_page_problems_finds_error_outputs(repo: Path) -> None:
-    out_dir = repo / "book" / "generated" / "demo"
-    out_dir.mkdir(parents=True)
+    out = out_dir(repo)
+    out.mkdir(parents=True)
     error = nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=[])
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1", outputs=[error])]), out_dir / "nb1.ipynb")
     marker = nbformat.v4.new_markdown_cell("error", metadata={"tags": ["papermill-error-cell-tag"]})
-    nbformat.write(nbformat.v4.new_notebook(cells=[marker]), out_dir / "nb2.ipynb")
+    for name, nb in (("nb1", nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1", outputs=[error])])),
+                     ("nb2", nbformat.v4.new_notebook(cells=[marker]))):
+        text = nbformat.writes(nb)
+        (out / f"{name}.ipynb").write_text(text, encoding="utf-8")
+        (out / f"{name}.json").write_text(json.dumps({"page_sha256": pipeline._sha256(text.encode())}),
+                                          encoding="utf-8")
     assert pipeline.page_problems(repo) == [
         "book/generated/demo/nb1.ipynb: cell 0 has an error output (ValueError)",
         "book/generated/demo/nb2.ipynb: cell 0 is a papermill error cell",
     ]
-    assert pipeline.main(["book"]) == 1
+
+
+# ----------------------------------------------------------------------------- runs as a user sees them
+
+
+def test_progress_reaches_a_run_without_a_terminal(repo: Path) -> None:
+    """Issue 5: nothing was printed for 10 minutes of a paper-scale run without a terminal.
+    Also: no kernel TCP-encryption warning on every run."""
+    run = grokkit(repo, "run", "slow", "-p", "seconds=6.0", "--progress-every", "2")
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    progress = [line for line in out.splitlines() if line.startswith("  ... slow: running for")]
+    assert progress and any("; sleep " in line and "% (" in line and "of 20 steps)" in line for line in progress)
+    assert out.splitlines()[-1].startswith("1 notebook(s) in ")
+    assert "TCP without encryption" not in err and "TCP without encryption" not in out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_run_publishes_nothing_and_says_how_to_resume(repo: Path, sig: int, tmp_path: Path) -> None:
+    """Issue 5: SIGTERM left a half-run page that the book published; Ctrl-C printed a
+    62-line traceback."""
+    assert cli.main(["run", "nb1"]) == 0
+    good = snapshot(out_dir(repo))
+    marker = tmp_path / "started"
+    run = grokkit(repo, "run", "slow", "-p", "seconds=60.0", "-p", f"marker={str(marker)!r}")
+    wait_for(marker, run)
+    run.send_signal(sig)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130
+    assert err.strip().splitlines() == [
+        "grokkit: interrupted; finished: none; interrupted or not started: slow (their pages are unchanged); "
+        "run the same command again to finish the rest (finished pages are skipped)"]
+    assert "Traceback" not in out
+    assert snapshot(out_dir(repo)) == good  # nothing published, nothing lost
+    slow = next(nb for nb in pipeline.discover(repo) if nb.stem == "slow")
+    assert pipeline.page_status(out_dir(repo).parent, slow)["state"] == "missing"
+
+
+def test_two_runs_at_once_on_one_page(repo: Path, tmp_path: Path) -> None:
+    """Issue 5: two `grokkit run` on one folder gave a false failure or two results."""
+    marker = tmp_path / "started"
+    args = ("run", "slow", "-p", "seconds=4.0", "-p", f"marker={str(marker)!r}")
+    first = grokkit(repo, *args)
+    wait_for(marker, first)
+    second = grokkit(repo, *args)
+    out1, err1 = first.communicate(timeout=120)
+    out2, err2 = second.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, err1 + err2
+    assert "slow  preset=quick" in out1
+    assert "slow: another grokkit run is writing this page; waiting for it" in out2
+    assert "slow  up to date, skipped" in out2
+    paths = pipeline.page_paths(out_dir(repo).parent, pipeline.discover(repo)[2])
+    assert pipeline.matching_summary(paths["page"], paths["summary"]) is not None
+
+
+# ----------------------------------------------------------------------------- book from elsewhere
+
+
+def test_book_from_another_folder(repo: Path, tmp_path: Path) -> None:
+    (repo / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n"
+                                   "  - file: book/generated/demo/nb1\n", encoding="utf-8")
+    (repo / "_config.yml").write_text("title: demo\nexecute:\n  execute_notebooks: \"off\"\n"
+                                      "only_build_toc_files: true\n", encoding="utf-8")
+    (repo / "book").mkdir()
+    (repo / "book" / "index.md").write_text("# Demo\n\nThe demo book.\n", encoding="utf-8")
+    elsewhere = tmp_path / "runs"
+    assert cli.main(["run", "nb1", "--out", str(elsewhere)]) == 0
+    assert not (repo / "book" / "generated").exists()
+    assert cli.main(["book", "--from", str(elsewhere), "--out", str(tmp_path / "site")]) == 0
+    html = (tmp_path / "site" / "_build" / "html" / "book" / "generated" / "demo" / "nb1.html").read_text(
+        encoding="utf-8")
+    assert "Tiny notebook" in html and "x is small" in html
+
+
+# ----------------------------------------------------------------------------- Dask
+
+
+@pytest.fixture
+def local_cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  host="127.0.0.1") as cluster:
+        yield cluster
+
+
+def test_run_on_a_dask_local_cluster(repo: Path, local_cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1", "nb2", "--scheduler", local_cluster.scheduler_address]) == 1
+    out = capsys.readouterr().out
+    assert "nb1  preset=quick" in out and "FAILED nb2: cell 3 (execution count 3) raised ValueError: boom" in out
+    summary = json.loads((out_dir(repo) / "nb1.json").read_text(encoding="utf-8"))
+    assert [c["pass"] for c in summary["claims"]] == [True, True]
+    assert (out_dir(repo) / "nb2.failed.ipynb").is_file()
+
+
+def test_dask_worker_death_is_reported_by_name(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    killer = FRONT_MATTER + ("\n# Killer\n\n```{code-cell} ipython3\n:tags: [parameters]\n\npreset = \"quick\"\n"
+                             "```\n\n```{code-cell} ipython3\nimport os, signal\n"
+                             "os.kill(int(os.environ['JPY_PARENT_PID']), signal.SIGKILL)\n```\n")
+    (repo / "notebooks" / "demo" / "killer.md").write_text(killer, encoding="utf-8")
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      host="127.0.0.1") as cluster:
+            assert cli.main(["run", "killer", "--scheduler", cluster.scheduler_address]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED killer: the Dask workers running it died" in out and "KilledWorker" in out
+    assert not (out_dir(repo) / "killer.ipynb").exists()
+
+
+def test_unreachable_scheduler_is_a_usage_error(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_real_dask_scheduler_and_worker(repo: Path, tmp_path: Path) -> None:
+    """`dask scheduler` and `dask worker` started as processes in another folder, on 127.0.0.1."""
+    pytest.importorskip("distributed")
+    elsewhere = tmp_path / "cluster"
+    elsewhere.mkdir()
+    scheduler_file = elsewhere / "scheduler.json"
+    dask = [str(Path(sys.executable).parent / "dask")]
+    env = {**os.environ, "GROKKIT_CACHE": ""}
+    scheduler = subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                  "--scheduler-file", str(scheduler_file)], cwd=elsewhere, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        wait_for(scheduler_file)
+        address = json.loads(scheduler_file.read_text(encoding="utf-8"))["address"]
+        worker = subprocess.Popen([*dask, "worker", address, "--nthreads", "1", "--nworkers", "1",
+                                   "--no-dashboard", "--host", "127.0.0.1"], cwd=elsewhere, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run = grokkit(repo, "run", "nb1", "--scheduler", address)
+        out, err = run.communicate(timeout=180)
+        assert run.returncode == 0, out + err
+        assert "nb1  preset=quick" in out
+        summary = json.loads((out_dir(repo) / "nb1.json").read_text(encoding="utf-8"))
+        assert summary["all_claims_pass"] is True
+        assert pipeline.page_problems(repo) == ["book/generated/demo/nb2.ipynb is missing: run `grokkit run all` first"]
+    finally:
+        for process in (worker, scheduler):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
+
+
+# ----------------------------------------------------------------------------- git
 
 
 def test_git_revision(tmp_path: Path) -> None:
