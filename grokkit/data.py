@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed
+from grokkit.kernels.run import resolve_device
 
 BASES = ("identity", "orthonormal", "dct")
 
@@ -55,6 +56,7 @@ def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
 
 def coherent_rows(tau: float, N: int, n: int) -> int:
     r"""Number of rows taken from the basis: :math:`N_1 = \min(\lfloor\tau N\rfloor, n)` (§C.10)."""
+    tau, N, n = check_range("tau", tau, 0.0, 1.0), check_int("N", N, 1), check_int("n", n, 1)
     return min(math.floor(round(tau * N, 9)), n)
 
 
@@ -176,7 +178,8 @@ class SparseProblem:
 
     def tensors(self, device: str | torch.device = "cpu",
                 dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(X, y, b_star)`` as torch tensors on ``device``."""
+        """``(X, y, b_star)`` as torch tensors on ``device`` (as in :func:`grokkit.kernels.resolve_device`)."""
+        device = resolve_device(device)
         return tuple(torch.as_tensor(a, dtype=dtype, device=device) for a in (self.X, self.y, self.b_star))
 
 

@@ -76,6 +76,8 @@ TABLE = [
     ("'cuda:0'", lambda: ista(device="cuda:0"), CUDA + r", got 'cuda:0'$"),
     ("torch.device('cuda:1')", lambda: gk.kernels.resolve_device(torch.device("cuda:1")),
      CUDA + r", got torch.device\('cuda:1'\)$"),
+    ("SparseProblem.tensors on CUDA", lambda: PROB.tensors(torch.device("cuda")),
+     CUDA + r", got torch.device\('cuda'\)$"),
     ("device 'gpu'", lambda: ista(device="gpu"),
      r"device must be one of 'auto', 'cpu', 'cuda', 'cuda:K' or a torch.device, got 'gpu'$"),
     ("empty grid", lambda: ista(alpha=[]), r"alpha must have at least one value \(a grid is never empty\), got \[\]$"),
