@@ -102,7 +102,7 @@ def noise(N: int, snr: float | None, signal_power: float, seed: int = 0) -> np.n
     if snr is None:
         return np.zeros(N)
     snr = check_range("snr", snr, 0.0, closed="neither")
-    signal_power = check_range("signal_power", signal_power, 0.0)
+    signal_power = check_range("signal_power", signal_power, 0.0, closed="left")
     sigma = math.sqrt(signal_power / (N * snr))
     return sigma * np.random.default_rng([seed, 2]).standard_normal(N)
 
@@ -112,7 +112,7 @@ def least_squares(X: np.ndarray, y: np.ndarray, beta2: float = 0.0) -> np.ndarra
     minimum-norm least-squares solution for :math:`\beta_2 = 0` (paper §2)."""
     check_finite("X", X)
     check_finite("y", y)
-    beta2 = check_range("beta2", beta2, 0.0)
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
     n = X.shape[1]
     return np.linalg.pinv(X.T @ X + beta2 * np.eye(n)) @ X.T @ y
 

@@ -45,6 +45,7 @@ def traj():
 # (row of the issue, call, message); every call must raise ValueError before any compute
 TABLE = [
     ("N as a string", lambda: data.make_problem(N="30"), r"N must be an integer in \[1, inf\), got '30'$"),
+    ("dense below 0", lambda: ista(dense=-1), r"dense must be an integer in \[0, inf\), got -1$"),
     ("steps as a string", lambda: ista(steps="10"),
      r"steps must be an integer in \[1, 1000000000000000\], got '10'$"),
     ("seed as a list", lambda: data.make_problem(seed=[1, 2]),

@@ -185,6 +185,8 @@ def _kernel(method: str, step, rule: str, extra=None):
                record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
                progress=None) -> Trajectory:
         steps = check_int("steps", steps, 1, MAX_STEPS)
+        check_int("dense", dense, 0)
+        check_int("per_decade", per_decade, 1)
         X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device)
         return run(method, step, X, y, b_star, config, b0, steps, extra=extra(X) if extra else None,
                    record_b=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
