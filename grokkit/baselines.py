@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from grokkit._checks import check_range
+from grokkit._checks import check_finite, check_range
 from grokkit.cache import cached
 
 
@@ -38,11 +38,13 @@ def _solve(problem: cp.Problem, b: cp.Variable, solver: str) -> Solution:
 def basis_pursuit(X: np.ndarray, y: np.ndarray, eps: float | None = None, solver: str = "CLARABEL") -> Solution:
     r"""Basis pursuit (P1): :math:`\min\|b\|_1` s.t. :math:`\tilde Xb = y^*` (``eps=None``, noiseless)
     or s.t. :math:`\|\tilde Xb - y^*\|_2 \le \varepsilon` (noisy, a second-order cone program)."""
+    check_finite("X", X)
+    check_finite("y", y)
     b = cp.Variable(X.shape[1])
     if eps is None:
         constraint = [X @ b == y]
     else:
-        constraint = [cp.norm(X @ b - y, 2) <= check_range("eps", eps, 0.0)]
+        constraint = [cp.norm(X @ b - y, 2) <= check_range("eps", eps, 0.0, closed="left")]
     return _solve(cp.Problem(cp.Minimize(cp.norm(b, 1)), constraint), b, solver)
 
 
@@ -50,8 +52,10 @@ def basis_pursuit(X: np.ndarray, y: np.ndarray, eps: float | None = None, solver
 def lasso(X: np.ndarray, y: np.ndarray, beta1: float, beta2: float = 0.0, solver: str = "CLARABEL") -> Solution:
     r"""Minimiser of :math:`f(b) = \tfrac12\|\tilde Xb - y^*\|_2^2 + \tfrac{\beta_2}{2}\|b\|_2^2 + \beta_1\|b\|_1`,
     the fixed point of ISTA."""
-    beta1 = check_range("beta1", beta1, 0.0)
-    beta2 = check_range("beta2", beta2, 0.0)
+    check_finite("X", X)
+    check_finite("y", y)
+    beta1 = check_range("beta1", beta1, 0.0, closed="left")
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
     b = cp.Variable(X.shape[1])
     f = 0.5 * cp.sum_squares(X @ b - y) + 0.5 * beta2 * cp.sum_squares(b) + beta1 * cp.norm(b, 1)
     return _solve(cp.Problem(cp.Minimize(f)), b, solver)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grokkit._checks import check_int, check_option, check_range
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed
+from grokkit.kernels.run import resolve_device
 
 BASES = ("identity", "orthonormal", "dct")
 
@@ -27,6 +28,7 @@ def dictionary(n: int, kind: str = "identity", seed: int = 0) -> np.ndarray:
     """
     n = check_int("n", n, 1)
     check_option("basis", kind, BASES)
+    seed = check_seed("seed", seed)
     if kind == "identity":
         return np.eye(n)
     if kind == "orthonormal":
@@ -42,7 +44,7 @@ def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
     r"""Sparse :math:`b^*`: ``s`` entries at random positions, values :math:`\mathcal N(0, 1/n)` (§C.5)."""
     n = check_int("n", n, 1)
     s = check_int("s", s, 1, n)
-    rs = np.random.RandomState(seed)
+    rs = np.random.RandomState(check_seed("seed", seed))
     support = rs.choice(n, s, replace=False)
     values = rs.randn(s)
     while not values.any():
@@ -54,6 +56,7 @@ def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
 
 def coherent_rows(tau: float, N: int, n: int) -> int:
     r"""Number of rows taken from the basis: :math:`N_1 = \min(\lfloor\tau N\rfloor, n)` (§C.10)."""
+    tau, N, n = check_range("tau", tau, 0.0, 1.0), check_int("N", N, 1), check_int("n", n, 1)
     return min(math.floor(round(tau * N, 9)), n)
 
 
@@ -66,11 +69,12 @@ def measurement_matrix(N: int, phi: np.ndarray, tau: float = 0.0, variance: floa
     ``variance`` is :math:`\sigma^2`: a number, ``"1/n"`` (the paper, §C.5) or ``"1/N"``
     (the authors' code).
     """
+    check_finite("phi", phi)
     n = phi.shape[0]
     N = check_int("N", N, 1)
     tau = check_range("tau", tau, 0.0, 1.0)
     sigma2 = _variance(variance, n, N)
-    rs = np.random.RandomState(seed)
+    rs = np.random.RandomState(check_seed("seed", seed))
     n1 = coherent_rows(tau, N, n)
     X = np.empty((N, n))
     if n1:
@@ -93,9 +97,12 @@ def noise(N: int, snr: float | None, signal_power: float, seed: int = 0) -> np.n
     :func:`sparse_signal`), so :math:`\sigma_\xi^2 = \text{signal\_power}/(N\cdot\text{snr})`.
     The stream is independent of the signal and measurement streams.
     """
+    N = check_int("N", N, 1)
+    seed = check_seed("seed", seed)
     if snr is None:
         return np.zeros(N)
     snr = check_range("snr", snr, 0.0, closed="neither")
+    signal_power = check_range("signal_power", signal_power, 0.0, closed="left")
     sigma = math.sqrt(signal_power / (N * snr))
     return sigma * np.random.default_rng([seed, 2]).standard_normal(N)
 
@@ -103,6 +110,9 @@ def noise(N: int, snr: float | None, signal_power: float, seed: int = 0) -> np.n
 def least_squares(X: np.ndarray, y: np.ndarray, beta2: float = 0.0) -> np.ndarray:
     r""":math:`\hat b = (\tilde X^\top\tilde X + \beta_2 I_n)^\dagger\tilde X^\top y^*`: the
     minimum-norm least-squares solution for :math:`\beta_2 = 0` (paper §2)."""
+    check_finite("X", X)
+    check_finite("y", y)
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
     n = X.shape[1]
     return np.linalg.pinv(X.T @ X + beta2 * np.eye(n)) @ X.T @ y
 
@@ -111,6 +121,9 @@ def coherence(A: np.ndarray, B: np.ndarray | None = None) -> float:
     r"""Coherence :math:`\mu(A, B) = \max_{i,j} |\langle a_i, b_j\rangle|/(\|a_i\|\|b_j\|)`
     between the columns of A and B (Definition C.3); with ``B=None`` the mutual coherence
     of A (pairs :math:`i \ne j`)."""
+    check_finite("A", A)
+    if B is not None:
+        check_finite("B", B)
     An = A / np.linalg.norm(A, axis=0, keepdims=True)
     if B is None:
         C = np.abs(An.T @ An)
@@ -165,7 +178,8 @@ class SparseProblem:
 
     def tensors(self, device: str | torch.device = "cpu",
                 dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(X, y, b_star)`` as torch tensors on ``device``."""
+        """``(X, y, b_star)`` as torch tensors on ``device`` (as in :func:`grokkit.kernels.resolve_device`)."""
+        device = resolve_device(device)
         return tuple(torch.as_tensor(a, dtype=dtype, device=device) for a in (self.X, self.y, self.b_star))
 
 
@@ -180,12 +194,15 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
     basis : ``"identity"`` (every experiment of the paper), ``"orthonormal"`` or ``"dct"``.
     variance : variance of the Gaussian rows: ``"1/n"`` (paper), ``"1/N"`` (authors' code) or a number.
     snr : :math:`\mathbb E\|b^*\|^2/\mathbb E\|\xi\|^2`; ``None`` is noiseless.
-    seed : seeds b* and X (each its own stream, as in the authors' code) and the noise.
+    seed : seeds b* and X (each its own stream, as in the authors' code) and the noise; an
+        integer in [0, 2**32 - 1].
+
+    Every argument is checked before anything is drawn (``ValueError`` naming it).
     """
     n = check_int("n", n, 1)
-    if check_int("s", s, 1) > n:
-        raise ValueError(f"s must be an integer in [1, n] = [1, {n}], got {s!r}")
+    s = check_int("s", s, 1, n, high_name="n")
     N = check_int("N", N, 1)
+    seed = check_seed("seed", seed)
     tau = check_range("tau", tau, 0.0, 1.0)
     _variance(variance, n, N)
     check_option("basis", basis, BASES)

@@ -12,13 +12,14 @@ import json
 import math
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from grokkit import cache
-from grokkit._checks import check_int, check_option, check_range
+from grokkit._checks import check_int, check_option, check_range, check_seed, show
 
 PRESETS = ("quick", "paper")
 SUMMARY_ENV = "GROKKIT_SUMMARY"
@@ -29,7 +30,7 @@ def _positive(name: str, value: Any) -> None:
 
 
 def _nonnegative(name: str, value: Any) -> None:
-    check_range(name, value, 0.0)
+    check_range(name, value, 0.0, closed="left")
 
 
 def _count(name: str, value: Any) -> None:
@@ -37,16 +38,17 @@ def _count(name: str, value: Any) -> None:
 
 
 def _device(name: str, value: Any) -> None:
-    if not (isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit()):
-        check_option(name, value, ("auto", "cpu", "cuda"))
+    if not (isinstance(value, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", value)):
+        raise ValueError(f"{name} must be one of 'auto', 'cpu', 'cuda', 'cuda:K', got {show(value)}")
 
 
 # The valid range of each notebook parameter, by its conventional name (CONTRIBUTING.md);
-# ``grid_alpha`` or ``test_threshold`` are checked as ``alpha`` and ``threshold``, and each
-# element of a list (a grid) is checked on its own.
+# ``grid_alpha`` or ``test_threshold`` are checked as ``alpha`` and ``threshold``, and a list
+# (a grid) must be non-empty, each element in range. Whether a CUDA device exists is the
+# kernels' check, on the machine that runs them.
 PARAMETER_CHECKS = {
     **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps"), _count),
-    "seed": lambda name, value: check_int(name, value, 0, 2**32 - 1),
+    "seed": check_seed,
     "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
     "alpha": _positive,
     "threshold": _positive,
@@ -63,8 +65,13 @@ def check_parameters(params: dict[str, Any]) -> None:
         check = PARAMETER_CHECKS.get(name) or PARAMETER_CHECKS.get(name.partition("_")[2])
         if check is None:
             continue
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            check(name, item)
+        if isinstance(value, (list, tuple)):
+            if not value:
+                raise ValueError(f"{name} must be a non-empty list (a grid), got {show(value)}")
+            for item in value:
+                check(name, item)
+        else:
+            check(name, value)
 
 
 def resolve(presets: dict[str, dict[str, Any]], preset: str, given: dict[str, Any]) -> dict[str, Any]:

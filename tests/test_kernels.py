@@ -445,7 +445,7 @@ BAD_KWARGS = [
     (dict(alpha=[0.01, 0.02], beta1=[1e-3, 1e-2, 1e-1]),
      r"alpha, beta1, beta2 and init_scale must be scalars or 1-D of one length G"),
     (dict(alpha=[[0.01, 0.02]], beta1=1e-3), r"must be scalars or 1-D of one length G"),
-    (dict(alpha=0.01, beta1=1e-3, steps=0), r"steps must be an integer in \[1, inf\)"),
+    (dict(alpha=0.01, beta1=1e-3, steps=0), r"steps must be an integer in \[1, 1000000000000000\]"),
 ]
 
 

@@ -52,9 +52,9 @@ def test_plateau_step_known_answers():
 
 
 def test_plateau_step_validates():
-    with pytest.raises(ValueError, match=r"K must be an integer in \[1, inf\)"):
+    with pytest.raises(ValueError, match=r"K must be an integer in \[1, T\] = \[1, 9\]"):
         metrics.plateau_step(STEPS, np.ones(9), K=0)
-    with pytest.raises(ValueError, match=r"M must be an integer in \[1, inf\)"):
+    with pytest.raises(ValueError, match=r"M must be an integer in \[1, T\] = \[1, 9\]"):
         metrics.plateau_step(STEPS, np.ones(9), M=0)
     with pytest.raises(ValueError, match=r"tolerance must be in \(0\.0, inf\)"):
         metrics.plateau_step(STEPS, np.ones(9), tolerance=0.0)

@@ -11,23 +11,28 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import time
-from contextlib import contextmanager
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from grokkit._checks import check_int, check_option, check_range
+from grokkit._checks import check_grid, check_int, show
 from grokkit.kernels import fused
 
 HYPER = ("alpha", "beta1", "beta2", "init_scale")
 METRICS = ("train_error", "test_error", "l1", "l2", "grad_ratio")
 _UNBATCHED_DIM = {"X": 2, "P": 2}  # every other row tensor is a vector (y, b_star)
+# Curves whose non-finite values mean divergence; the gradient ratio is not one of them: it
+# is 0/0 or x/0 at an exact fit, where G = 0 (the projected method with tau = 1, say).
+FINITE = ("train_error", "test_error", "l1", "l2")
+MAX_STEPS = 10**15  # below 2**53: every step count is exact in float64, as the metrics return steps
 PROGRESS_ENV = "GROKKIT_PROGRESS"
 
 
@@ -36,9 +41,10 @@ def grid(**axes) -> dict[str, np.ndarray]:
 
     ``grid(alpha=[0.01, 0.1], beta1=[1e-5, 1e-4])`` gives four configurations:
     ``{"alpha": [0.01, 0.01, 0.1, 0.1], "beta1": [1e-5, 1e-4, 1e-5, 1e-4]}``.
+    Every axis needs at least one finite value (the kernels check the ranges).
     """
     names = list(axes)
-    values = [np.atleast_1d(np.asarray(axes[k], dtype=float)) for k in names]
+    values = [np.atleast_1d(check_grid(k, axes[k])) for k in names]
     rows = list(itertools.product(*values))
     return {k: np.array([r[i] for r in rows]) for i, k in enumerate(names)}
 
@@ -46,8 +52,9 @@ def grid(**axes) -> dict[str, np.ndarray]:
 def log_schedule(steps: int, dense: int = 1000, per_decade: int = 100) -> np.ndarray:
     """Steps at which a run is recorded: every step up to ``dense``, then ``per_decade``
     log-spaced steps per decade, always ending at ``steps``. Its length grows like
-    ``per_decade * log10(steps)``, so memory stays bounded for 1e8 steps."""
-    steps = check_int("steps", steps, 1)
+    ``per_decade * log10(steps)``, so memory stays bounded for 1e8 steps. ``steps`` is at most
+    :data:`MAX_STEPS` = 1e15, below 2**53, so that every step is exact in float64."""
+    steps = check_int("steps", steps, 1, MAX_STEPS)
     dense = check_int("dense", dense, 0)
     per_decade = check_int("per_decade", per_decade, 1)
     head = np.arange(0, min(dense, steps) + 1)
@@ -71,7 +78,9 @@ class Trajectory:
     :math:`\|\beta_1 h(b)\|_2/\|G_{\beta_2}(b)\|_2`. ``b`` holds the iterates (G, T, n)
     when recorded. ``stopped_at[g]`` is the step at which configuration g was found
     exactly periodic (period 1 or 2, bit for bit) and stopped, its remaining records
-    filled from the cycle; -1 if it ran every step. ``backend`` says whether the steps ran in
+    filled from the cycle; -1 if it ran every step. ``diverged[g]`` says that configuration g
+    was stopped at its first record with a non-finite iterate or curve value (:func:`run`);
+    its later records and ``b_final[g]`` are NaN. ``backend`` says whether the steps ran in
     PyTorch or in the fused CPU path (:mod:`grokkit.kernels.fused`).
     """
 
@@ -101,32 +110,40 @@ class Trajectory:
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` is CUDA when available, else the CPU."""
+    """``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:K"`` or a
+    ``torch.device`` of those types; every CUDA spelling is refused alike on a machine without CUDA."""
     if isinstance(device, torch.device):
-        return device
-    check_option("device", device, ("auto", "cpu", "cuda"))
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device must be 'auto' or 'cpu' on this machine (no CUDA device), got 'cuda'")
-    return torch.device(device)
+        written = f"torch.device({str(device)!r})"
+    elif isinstance(device, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        if device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        written, device = show(device), torch.device(device)
+    else:
+        raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda', 'cuda:K' or a torch.device, "
+                         f"got {show(device)}")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be a CPU or CUDA device, got {written}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device must be 'auto' or 'cpu' on this machine (no CUDA device), got {written}")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device must be 'cuda:K' with K in [0, {count - 1}] on this machine, got {written}")
+    return device
 
 
 def configurations(alpha, beta1, beta2, init_scale) -> dict[str, np.ndarray]:
-    """Broadcast scalar or (G,) hyper-parameters to (G,) float arrays, checking each range."""
+    r"""Broadcast scalar or (G,) hyper-parameters to (G,) float arrays, checking each value:
+    :math:`\alpha \in (0, \infty)`, the others in :math:`[0, \infty)`, no grid empty."""
     raw = {"alpha": alpha, "beta1": beta1, "beta2": beta2, "init_scale": init_scale}
-    arrays = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in raw.items()}
+    arrays = {k: np.atleast_1d(check_grid(k, v, 0.0, closed="neither" if k == "alpha" else "left"))
+              for k, v in raw.items()}
     sizes = {a.size for a in arrays.values()} - {1}
     if len(sizes) > 1 or any(a.ndim != 1 for a in arrays.values()):
         shapes = {k: a.shape for k, a in arrays.items()}
         raise ValueError(f"alpha, beta1, beta2 and init_scale must be scalars or 1-D of one length G, got shapes {shapes}")
     G = sizes.pop() if sizes else 1
-    arrays = {k: np.broadcast_to(a, (G,)).copy() for k, a in arrays.items()}
-    for k, a in arrays.items():
-        low, closed = (0.0, "neither") if k == "alpha" else (0.0, "left")
-        for v in a:
-            check_range(k, v, low, closed=closed)
-    return arrays
+    return {k: np.broadcast_to(a, (G,)).copy() for k, a in arrays.items()}
 
 
 def check_step_size(X: torch.Tensor, config: dict[str, np.ndarray]) -> np.ndarray:
@@ -263,7 +280,8 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
 
     Tensors whose leading axis is the configuration axis (``b0``; ``X``, ``y``,
     ``b_star`` and the tensors in ``extra`` when batched) shrink together when a
-    configuration stops (exactly periodic) or diverges (non-finite), so finished
+    configuration stops (exactly periodic) or diverges (non-finite iterate, or non-finite
+    value on a curve of :data:`FINITE`; ``test_error`` only with ``b_star``), so finished
     configurations cost nothing; the numbers recorded are those of a full run, up to
     rounding (a smaller batch may round differently, ~1e-16).
     ``progress=None`` shows a progress bar only on a terminal.
@@ -274,6 +292,7 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
     cols = torch.arange(sched.size, device=device)
     rec = _Records(G, sched.size, n, record_b, device)
     state = _State(method, X, y, b_star, extra or {}, config, b0)
+    watched = [METRICS.index(k) for k in FINITE if b_star is not None or k != "test_error"]
     diverged, stopped_at = np.zeros(G, dtype=bool), np.full(G, -1, dtype=np.int64)
     bar = Progress(method, steps, progress)
     with cpu_threads(device, G * X.shape[-2] * n):
@@ -284,7 +303,7 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
             t = int(t_next)
             values = state.metrics(state.b)
             rec.write(state.rows, cols[j:j + 1], values, state.b)
-            done = ~torch.isfinite(state.b).all(dim=1)
+            done = ~torch.isfinite(state.b).all(dim=1) | ~torch.isfinite(values[watched]).all(dim=0)
             if done.any():
                 diverged[state.rows[done].cpu().numpy()] = True
             if stop_periodic and t > dense and j + 1 < sched.size:
@@ -298,7 +317,7 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
     bar.close()
     rec.b_final[state.rows] = state.b
     if diverged.any():
-        warnings.warn(f"{method}: {diverged.sum()} configuration(s) diverged (non-finite iterates): "
+        warnings.warn(f"{method}: {diverged.sum()} configuration(s) diverged (non-finite iterates or curves): "
                       + ", ".join(f"#{g} (alpha={config['alpha'][g]:g}, beta1={config['beta1'][g]:g}, "
                                   f"beta2={config['beta2'][g]:g})" for g in np.flatnonzero(diverged)),
                       RuntimeWarning, stacklevel=3)

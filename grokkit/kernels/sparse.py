@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grokkit._checks import check_int, check_option
+from grokkit._checks import check_finite, check_int, check_option, check_seed
 from grokkit.cache import cached
-from grokkit.kernels.run import (Trajectory, apply, check_step_size, configurations, gradient, residual,
-                                 resolve_device, run)
+from grokkit.kernels.run import (MAX_STEPS, Trajectory, apply, check_step_size, configurations, gradient,
+                                 residual, resolve_device, run)
 
 INITS = ("random", "constant")
 
@@ -73,10 +73,20 @@ def _tensor(name: str, value, own: str, G: int) -> torch.Tensor:
     return t
 
 
+def _nonzero(name: str, t: torch.Tensor, norm: str) -> None:
+    """Raise if a row of ``t`` is all zeros: the relative error divides by its norm."""
+    zero = torch.nonzero(~t.reshape(-1, t.shape[-1]).any(dim=-1)).flatten()
+    if zero.numel():
+        where = f" (configuration {zero[0].item()})" if t.dim() > 1 else ""
+        raise ValueError(f"{name} must be nonzero: the relative {norm} error divides by its norm, "
+                         f"got all zeros{where}")
+
+
 def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
     """Validate every argument and move the problem to ``device``; nothing is computed before this."""
     device = resolve_device(device)
     check_option("init", init, INITS)
+    seed = check_seed("seed", seed)
     config = configurations(alpha, beta1, beta2, init_scale)
     G = config["alpha"].size
     if G == 1:
@@ -85,16 +95,23 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
         config = {k: np.repeat(v, G) for k, v in config.items()}
     X, y = _tensor("X", X, "(N, n)", G), _tensor("y", y, "(N,)", G)
     N, n = X.shape[-2:]
+    if N < 1 or n < 1:
+        raise ValueError(f"X must have N >= 1 rows and n >= 1 columns, got shape {tuple(X.shape)}")
     if y.shape[-1] != N:
         raise ValueError(f"y must have shape (N,) or (G, N) with N = {N} (the rows of X), got {tuple(y.shape)}")
+    check_finite("X", X)
+    check_finite("y", y)
+    _nonzero("y", y, "training")
     if b_star is not None:
         b_star = _tensor("b_star", b_star, "(n,)", G)
         if b_star.shape[-1] != n:
             raise ValueError(f"b_star must have shape (n,) or (G, n) with n = {n} (the columns of X), "
                              f"got {tuple(b_star.shape)}")
+        check_finite("b_star", b_star)
+        _nonzero("b_star", b_star, "recovery")
         b_star = b_star.to(device)
     check_step_size(X, config)
-    z = (torch.randn(n, generator=torch.Generator().manual_seed(int(seed)), dtype=torch.float64) / n ** 0.5
+    z = (torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / n ** 0.5
          if init == "random" else torch.ones(n, dtype=torch.float64))
     b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * z
     return X.to(device), y.to(device), b_star, config, b0.to(device)
@@ -106,24 +123,25 @@ def _doc(method: str, rule: str) -> str:
     Parameters
     ----------
     X : (N, n) or (G, N, n) array
-        Effective design :math:`\tilde X = X\Phi`, shared or one per configuration.
+        Effective design :math:`\tilde X = X\Phi`, shared or one per configuration; finite, N, n >= 1.
     y : (N,) or (G, N) array
-        Measurements :math:`y^*`.
+        Measurements :math:`y^*`; finite and nonzero (the training error is relative to :math:`\|y^*\|_2`).
     alpha : float or (G,) array
         Step size, :math:`0 < \alpha < 2/(\lambda_\max(\tilde X^\top\tilde X) + \beta_2)` (checked).
     beta1, beta2 : float or (G,) array
         :math:`\ell_1` and (squared) :math:`\ell_2` coefficients, :math:`\ge 0`.
     steps : int
-        Number of updates.
+        Number of updates, at most :data:`grokkit.kernels.run.MAX_STEPS` (1e15).
     b_star : (n,) or (G, n) array, optional
-        Ground truth, for the recovery error.
+        Ground truth, for the recovery error :math:`\|b - b^*\|_2/\|b^*\|_2`: finite and
+        nonzero (an all-zero row is refused, its relative error would be infinite).
     init_scale : float or (G,) array
         :math:`\zeta`: :math:`b^{{(1)}} = \zeta\,\tilde b`.
     init : {{"random", "constant"}}
         :math:`\tilde b \sim \mathcal N(0, I_n/n)` drawn from ``seed`` (paper, §C.6) or
         :math:`\tilde b = \mathbf 1` (the authors' code).
     seed : int
-        Seed of the random initialisation.
+        Seed of the random initialisation, in [0, 2**32 - 1].
     record_b : bool
         Keep the iterates at every recorded step (``Trajectory.b``).
     dense, per_decade : int
@@ -131,7 +149,7 @@ def _doc(method: str, rule: str) -> str:
     stop_periodic : bool
         Stop configurations whose iterates repeat exactly (period 1 or 2) and fill their
         remaining records from the cycle; the numbers equal a full run's up to rounding (~1e-16).
-    device : {{"auto", "cpu", "cuda"}}
+    device : {{"auto", "cpu", "cuda", "cuda:K"}} or torch.device
     progress : bool or None
         Progress bar; ``None`` shows it only on a terminal.
 
@@ -143,7 +161,13 @@ def _doc(method: str, rule: str) -> str:
     Raises
     ------
     ValueError
-        For a bad shape, a hyper-parameter out of range, or :math:`\alpha` above the stability limit.
+        Before any compute, for a bad shape, a non-finite or zero input, an empty grid, a
+        hyper-parameter out of range, or :math:`\alpha` above the stability limit.
+
+    Warns
+    -----
+    RuntimeWarning
+        Naming by index the configurations that diverged (see :class:`~grokkit.kernels.Trajectory`).
     """
 
 
@@ -161,7 +185,9 @@ def _kernel(method: str, step, rule: str, extra=None):
     def kernel(X, y, *, alpha, beta1, beta2=0.0, steps, b_star=None, init_scale=1e-6, init="random", seed=0,
                record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
                progress=None) -> Trajectory:
-        steps = check_int("steps", steps, 1)
+        steps = check_int("steps", steps, 1, MAX_STEPS)
+        check_int("dense", dense, 0)
+        check_int("per_decade", per_decade, 1)
         X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device)
         return run(method, step, X, y, b_star, config, b0, steps, extra=extra(X) if extra else None,
                    record_b=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
