@@ -266,7 +266,8 @@ def test_unknown_parameter_rejected_before_running(repo: Path, capsys: pytest.Ca
     [
         ("N=abc", "typed: parameter N must be an integer (the type of its preset value), got 'abc'"),
         ("N=2.5", "typed: parameter N must be an integer (the type of its preset value), got 2.5"),
-        ("seed=-1", "typed: seed must be an integer in [0, 4294967295], got -1"),
+        ("seed=-1", "typed: seed must be an integer in [0, 2**32 - 1] (a seed), got -1"),
+        ("seed=True", "typed: parameter seed must be an integer (the type of its preset value), got True"),
         ("threshold=-1", "typed: threshold must be in (0.0, inf), got -1"),
         ("steps=0", "typed: steps must be an integer in [1, inf), got 0"),
         ("grid_alpha=0.1", "typed: parameter grid_alpha must be a list such as [0.1] "),
