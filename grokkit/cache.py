@@ -125,7 +125,11 @@ def info(folder: Path) -> dict[str, Any]:
 
 def clear(folder: Path) -> int:
     """Remove every entry of the cache in ``folder``; return how many there were."""
-    count = info(folder)["entries"] if folder.is_dir() else 0
-    for child in (folder / "joblib", folder / "locks"):
-        shutil.rmtree(child, ignore_errors=True)
+    if not folder.is_dir():
+        return 0
+    import joblib
+
+    count = info(folder)["entries"]
+    joblib.Memory(folder, verbose=0).clear(warn=False)
+    shutil.rmtree(folder / "locks", ignore_errors=True)
     return count

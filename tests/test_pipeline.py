@@ -638,3 +638,11 @@ def test_git_revision(tmp_path: Path) -> None:
     assert pipeline.git_revision(tmp_path) == head
     (tmp_path / "f").write_text("2", encoding="utf-8")
     assert pipeline.git_revision(tmp_path) == head + "-dirty"
+
+
+def test_banner_names_runs_served_by_the_cache() -> None:
+    events = [{"function": "subgradient", "hit": True}, {"function": "basis_pursuit", "hit": False}]
+    (note,) = pipeline.banners("quick", {}, events, "fig02")
+    assert note.startswith(":::{note}\n1 of the 2 cached runs behind this page came from the result cache")
+    assert note.endswith(": subgradient.\n:::")
+    assert pipeline.banners("quick", {}, [{"function": "ista", "hit": False}], "fig02") == []
