@@ -132,8 +132,8 @@ class Runner:
             lines.append(line)
         return lines
 
-    def run(self, notebooks: list[Notebook]) -> tuple[list[Outcome], bool]:
-        """Run ``notebooks``; return the outcomes and whether the run was interrupted."""
+    def run(self, notebooks: list[Notebook]) -> tuple[list[Outcome], KeyboardInterrupt | None]:
+        """Run ``notebooks``; return the outcomes and the interruption (Ctrl-C, SIGTERM) if any."""
         if self.scheduler:
             self.client = _connect(self.scheduler)
         else:
@@ -142,7 +142,7 @@ class Runner:
         threads = ThreadPoolExecutor(self.workers, thread_name_prefix="grokkit-run")
         pending: set[Future] = {threads.submit(self.one, nb) for nb in notebooks}
         outcomes: list[Outcome] = []
-        interrupted = False
+        interrupted = None
         last = time.monotonic()
         try:
             while pending:
@@ -153,8 +153,8 @@ class Runner:
                     last = time.monotonic()
                     for line in self.progress_lines():
                         print(line, flush=True)
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as err:
+            interrupted = err
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleaning up: a second Ctrl-C must not cut it short
             self.stop.set()
             self._interrupt_running()
@@ -241,8 +241,8 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         outcomes, interrupted = runner.run(notebooks)
-    except _Terminated:  # before the runner took over
-        outcomes, interrupted = [], True
+    except _Terminated as err:  # before the runner took over
+        outcomes, interrupted = [], err
     finally:
         signal.signal(signal.SIGTERM, previous)
     by = {status: [o.notebook.stem for o in outcomes if o.status == status]
@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"grokkit: interrupted; finished: {', '.join(finished) or 'none'}; interrupted or not started: "
               f"{', '.join(by['interrupted']) or 'none'} (their pages are unchanged); run the same command again "
               f"to finish the rest (finished pages are skipped)", file=sys.stderr, flush=True)
-        return 130
+        return 128 + (signal.SIGTERM if isinstance(interrupted, _Terminated) else signal.SIGINT)
     print(f"{len(notebooks)} notebook(s) in {time.perf_counter() - start:.1f}s: {len(by['ran'])} ran, "
           f"{len(by['skipped'])} up to date, {len(by['failed'])} failed", flush=True)
     if by["failed"]:
