@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
@@ -261,8 +262,8 @@ def check_overrides(notebooks: Sequence[Notebook], preset: str, overrides: dict[
             if value is not None and likes and not _same_type(value, likes[0]):
                 raise UsageError(f"{nb.stem}: parameter {name} must be {_type_name(likes[0])} "
                                  f"(the type of its preset value), got {value!r}")
-        try:
-            check_parameters(overrides)
+        try:  # None leaves a knob to its preset
+            check_parameters({k: v for k, v in overrides.items() if v is not None})
         except (ValueError, TypeError) as err:
             raise UsageError(f"{nb.stem}: {err}") from None
 
@@ -367,9 +368,13 @@ def _interrupt_task(signum, frame) -> None:
 
 def worker_init() -> None:
     """For local worker processes: the client forwards interruptions as SIGTERM, which stops
-    the running notebook (papermill shuts its kernel down); Ctrl-C is the client's alone."""
+    the running notebook (papermill shuts its kernel down); Ctrl-C is the client's alone.
+    Every failure comes back in ``Result.error``, so the logs of papermill, nbclient and
+    asyncio (which report a kernel shut down mid-cell as "Kernel died…") are silenced."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupt_task)
+    for name in ("papermill", "nbclient", "asyncio", "traitlets"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def execute(task: Task) -> Result:

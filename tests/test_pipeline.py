@@ -284,6 +284,11 @@ def test_bad_override_refused_before_any_kernel(repo: Path, override: str, messa
     assert not (repo / "book").exists()
 
 
+def test_none_override_leaves_the_preset_value(repo: Path) -> None:
+    nb = next(nb for nb in pipeline.discover(repo) if nb.stem == "typed")
+    pipeline.check_overrides([nb], "quick", {"seed": None, "N": 40})
+
+
 def test_missing_parameters_cell(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "notebooks" / "other" / "bare.md").write_text(FRONT_MATTER + "\n# Bare\n", encoding="utf-8")
     assert cli.main(["run", "bare"]) == 2
@@ -557,7 +562,7 @@ def test_book_from_another_folder(repo: Path, tmp_path: Path) -> None:
 @pytest.fixture
 def local_cluster():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   host="127.0.0.1") as cluster:
         yield cluster
 
@@ -580,7 +585,7 @@ def test_dask_worker_death_is_reported_by_name(repo: Path, capsys: pytest.Captur
                              "os.kill(int(os.environ['JPY_PARENT_PID']), signal.SIGKILL)\n```\n")
     (repo / "notebooks" / "demo" / "killer.md").write_text(killer, encoding="utf-8")
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                                       host="127.0.0.1") as cluster:
             assert cli.main(["run", "killer", "--scheduler", cluster.scheduler_address]) == 1
     out = capsys.readouterr().out
