@@ -1,6 +1,8 @@
 """Tests of the result cache (grokkit.cache), its command, and the fused library's recovery."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -72,10 +74,18 @@ def test_a_changed_grokkit_source_misses(folder: Path, monkeypatch: pytest.Monke
     assert [e["hit"] for e in cache.events()[-3:]] == [False, True, False]
 
 
-def test_source_hash_covers_every_source_file() -> None:
-    package = Path(gk.__file__).parent
-    assert (package / "kernels" / "fused.c").is_file()
-    assert len(cache.source_hash()) == 16 and cache.source_hash() == cache.source_hash()
+def test_source_hash_covers_every_python_and_c_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "grokkit"
+    shutil.copytree(Path(gk.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_PACKAGE", copy)
+    hashes = [cache.source_hash.__wrapped__()]
+    for edited in (copy / "kernels" / "fused.c", copy / "metrics.py"):
+        edited.write_text(edited.read_text(encoding="utf-8") + "\n/* edited */\n", encoding="utf-8")
+        hashes.append(cache.source_hash.__wrapped__())
+    (copy / "notes.txt").write_text("not source", encoding="utf-8")
+    hashes.append(cache.source_hash.__wrapped__())
+    assert len(set(hashes[:3])) == 3 and hashes[3] == hashes[2]
+    assert all(len(h) == 16 for h in hashes)
 
 
 def test_two_processes_compute_an_entry_once(folder: Path, tmp_path: Path) -> None:
@@ -86,7 +96,7 @@ def test_two_processes_compute_an_entry_once(folder: Path, tmp_path: Path) -> No
         assert slow_square(7, {str(log)!r}) == 49
         print(events()[0]["hit"])
     """)
-    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     runs = [subprocess.Popen([sys.executable, "-c", script], env=env, text=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE) for _ in range(2)]
     outputs = [run.communicate(timeout=120) for run in runs]
