@@ -300,8 +300,8 @@ def page_paths(out: Path, nb: Notebook) -> dict[str, Path]:
             "lock": d / f".{nb.stem}.lock"}
 
 
-def read_summary(path: Path) -> dict[str, Any] | None:
-    """The JSON summary at ``path``, or None if it is missing or unreadable."""
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object at ``path`` (a summary, a progress record), or None if missing or unreadable."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -310,7 +310,7 @@ def read_summary(path: Path) -> dict[str, Any] | None:
 
 def matching_summary(page: Path, summary: Path) -> dict[str, Any] | None:
     """The summary of ``page`` if it is complete and records this very page (its SHA-256)."""
-    data = read_summary(summary)
+    data = read_json(summary)
     if data is None or not page.is_file() or data.get("page_sha256") != _sha256(page.read_bytes()):
         return None
     return data
@@ -410,7 +410,7 @@ def execute(task: Task) -> Result:
     finally:
         _running = False
     result = Result(task.stem, output.read_text(encoding="utf-8") if output.is_file() else None,
-                    read_summary(workdir / SUMMARY_NAME), error, time.perf_counter() - start,
+                    read_json(workdir / SUMMARY_NAME), error, time.perf_counter() - start,
                     started_at, socket.gethostname(), interrupted)
     if task.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -419,7 +419,7 @@ def execute(task: Task) -> Result:
 
 def read_progress(workdir: Path) -> dict[str, Any] | None:
     """The kernel's latest progress record in ``workdir`` (:class:`grokkit.kernels.run.Progress`)."""
-    return read_summary(workdir / PROGRESS_NAME)
+    return read_json(workdir / PROGRESS_NAME)
 
 
 def running_pid(workdir: Path) -> int | None:
@@ -599,7 +599,7 @@ def page_status(out: Path, nb: Notebook) -> dict[str, Any]:
     its preset, overrides, claims and start time, and whether its last run failed."""
     paths = page_paths(out, nb)
     data = matching_summary(paths["page"], paths["summary"])
-    failed = read_summary(paths["failed_summary"])
+    failed = read_json(paths["failed_summary"])
     row: dict[str, Any] = {"stem": nb.stem, "preset": "-", "overrides": {}, "claims": "-", "ran": "-",
                            "failed": failed.get("started_at", "?") if failed else None}
     if data is None:
@@ -642,7 +642,7 @@ def page_warnings(root: Path, folder: Path | None = None) -> list[str]:
     """Pages that are not their preset's own: run with overrides, or at a preset other than quick."""
     notes = []
     for page in generated_pages(root, folder):
-        data = read_summary(page.with_suffix(".json")) or {}
+        data = read_json(page.with_suffix(".json")) or {}
         if data.get("overrides"):
             values = ", ".join(f"{k}={v!r}" for k, v in data["overrides"].items())
             notes.append(f"{page.stem} was run with overrides ({values}): it is not the {data.get('preset')} "
