@@ -325,7 +325,7 @@ def book(args: argparse.Namespace) -> int:
 
 def _book_with_pages(root: Path, folder: Path, scratch: Path) -> Path:
     """A copy of the book's sources (links) whose ``book/generated`` is ``folder``."""
-    for name in ("_config.yml", "_toc.yml"):
+    for name in ("_config.yml", "_toc.yml", "notebooks"):  # notebooks/: each page offers its source
         (scratch / name).symlink_to(root / name)
     (scratch / "book").mkdir()
     for entry in (root / "book").iterdir():

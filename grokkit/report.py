@@ -8,6 +8,7 @@ run it writes nothing, so a notebook never writes beside its source.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -162,45 +163,48 @@ class Report:
         """Record measured quantities (scalars or arrays) under their names."""
         self.measured.update(values)
 
-    def claim_between(self, name: str, value: float, low: float, high: float) -> Claim:
+    def claim_between(self, name: str, value: float, low: float, high: float) -> None:
         """Claim that ``low <= value <= high``."""
         value = float(value)
-        return self._add(name, value, f"in [{_fmt(low)}, {_fmt(high)}]", low <= value <= high)
+        self._add(name, value, f"in [{_fmt(low)}, {_fmt(high)}]", low <= value <= high)
 
-    def claim_close(self, name: str, value: float, target: float, tol: float) -> Claim:
+    def claim_close(self, name: str, value: float, target: float, tol: float) -> None:
         """Claim that ``|value - target| <= tol``."""
         value = float(value)
-        return self._add(name, value, f"{_fmt(target)} ± {_fmt(tol)}", abs(value - target) <= tol)
+        self._add(name, value, f"{_fmt(target)} ± {_fmt(tol)}", abs(value - target) <= tol)
 
-    def claim_below(self, name: str, value: float, bound: float) -> Claim:
+    def claim_below(self, name: str, value: float, bound: float) -> None:
         """Claim that ``value <= bound``."""
         value = float(value)
-        return self._add(name, value, f"<= {_fmt(bound)}", value <= bound)
+        self._add(name, value, f"<= {_fmt(bound)}", value <= bound)
 
-    def claim_above(self, name: str, value: float, bound: float) -> Claim:
+    def claim_above(self, name: str, value: float, bound: float) -> None:
         """Claim that ``value >= bound``."""
         value = float(value)
-        return self._add(name, value, f">= {_fmt(bound)}", value >= bound)
+        self._add(name, value, f">= {_fmt(bound)}", value >= bound)
 
-    def claim_true(self, name: str, value: bool, expected: str = "True") -> Claim:
+    def claim_true(self, name: str, value: bool, expected: str = "True") -> None:
         """Claim that a measured condition holds."""
-        return self._add(name, bool(value), expected, bool(value))
+        self._add(name, bool(value), expected, bool(value))
 
-    def disagree(self, name: str, paper: str, measured: str) -> Disagreement:
+    def disagree(self, name: str, paper: str, measured: str) -> None:
         """Record where the measurements contradict the paper (shown in the notebook, kept in the JSON)."""
         d = Disagreement(name, paper, measured)
         self.disagreements = [x for x in self.disagreements if x.name != name] + [d]
-        return d
 
-    def _add(self, name: str, value: Any, expected: str, passed: bool) -> Claim:
+    def _add(self, name: str, value: Any, expected: str, passed: bool) -> None:
         passed = bool(passed) and not (isinstance(value, float) and math.isnan(value))
         claim = Claim(name, value, expected, passed)
         self.claims = [c for c in self.claims if c.name != name] + [claim]
-        return claim
 
     def summary(self) -> str:
         """One line per claim (PASS or FAIL, measured and expected) and per disagreement (DIFF)."""
         return "\n".join([c.line() for c in self.claims] + [d.line() for d in self.disagreements])
+
+    def table(self) -> ClaimsTable:
+        """The claims and disagreements as a table (claim, measured, paper, verdict): HTML in a
+        notebook, the :meth:`summary` lines as text."""
+        return ClaimsTable(self)
 
     def to_dict(self) -> dict[str, Any]:
         import torch
@@ -242,6 +246,30 @@ class Report:
         failed = [c.line() for c in self.claims if not c.passed]
         if failed:
             raise AssertionError("claims failed:\n" + "\n".join(failed))
+
+
+class ClaimsTable:
+    """What ``report.table()`` displays: one row per claim (PASS or FAIL) and per disagreement
+    with the paper (DIFF), in a table that wraps to the page's column."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """(claim, measured, paper, verdict) for each claim, then each disagreement."""
+        return ([(c.name, _fmt(c.value), c.expected, "PASS" if c.passed else "FAIL") for c in self.report.claims]
+                + [(d.name, d.measured, d.paper, "DIFF") for d in self.report.disagreements])
+
+    def __repr__(self) -> str:
+        return self.report.summary()
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "measured", "paper", "verdict"))
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row[:3])
+            + f'<td class="verdict-{row[3].lower()}">{row[3]}</td></tr>'
+            for row in self.rows())
+        return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _grokkit_version() -> str:

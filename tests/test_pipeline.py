@@ -523,7 +523,8 @@ def test_interrupted_run_publishes_nothing_and_says_how_to_resume(repo: Path, si
 def test_two_runs_at_once_on_one_page(repo: Path, tmp_path: Path) -> None:
     """Issue 5: two `grokkit run` on one folder gave a false failure or two results."""
     marker = tmp_path / "started"
-    args = ("run", "slow", "-p", "seconds=4.0", "-p", f"marker={str(marker)!r}")
+    # The first run holds the page long enough for the second to start, even on a loaded machine.
+    args = ("run", "slow", "-p", "seconds=12.0", "-p", f"marker={str(marker)!r}")
     first = grokkit(repo, *args)
     wait_for(marker, first)
     second = grokkit(repo, *args)

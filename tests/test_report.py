@@ -68,8 +68,8 @@ def test_claims_pass_and_fail():
 ])
 def test_nan_fails(add):
     r = Report("nb", {})
-    claim = add(r)
-    assert claim.passed is False
+    assert add(r) is None  # nothing for a notebook cell to display
+    assert r.claims[0].passed is False
     assert r.summary().startswith("FAIL")
 
 
@@ -159,3 +159,19 @@ def test_save_all_claims_pass(monkeypatch, tmp_path):
     r.claim_close("slope", -1.0, -1.0, 0.1)
     r.save()
     assert _strict_load(path)["all_claims_pass"] is True
+
+
+def test_claims_table_lists_claims_then_disagreements():
+    r = Report("nb", {})
+    r.claim_below("ratio ||b_hat||_inf < 1", 0.5, 1.0)
+    r.claim_above("slope", 0.2, 1.0)
+    r.disagree("error scaling", "error ∝ alpha beta1", "slope 0.77 <against> alpha beta1")
+    table = r.table()
+    assert table.rows() == [("ratio ||b_hat||_inf < 1", "0.5", "<= 1", "PASS"),
+                            ("slope", "0.2", ">= 1", "FAIL"),
+                            ("error scaling", "slope 0.77 <against> alpha beta1", "error ∝ alpha beta1", "DIFF")]
+    assert repr(table) == r.summary()  # the text nbval compares
+    page = table._repr_html_()
+    assert page.startswith('<table class="claims">') and page.count("<tr>") == 4
+    assert "&lt;against&gt;" in page and "<against>" not in page  # escaped
+    assert '<td class="verdict-fail">FAIL</td>' in page and '<td class="verdict-diff">DIFF</td>' in page

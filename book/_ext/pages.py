@@ -1,0 +1,214 @@
+"""Sphinx extension: what the book adds to its pages.
+
+* ``{scorecard}`` and ``{scorecard-totals}``: the scorecard table and its totals, rendered at
+  build time from the JSON summaries beside the executed notebooks (:mod:`grokkit.scorecard`).
+* A "Rerun this page" box on every executed notebook page: downloads of the executed
+  ``.ipynb`` and of its MyST source, and the ``grokkit run`` commands of both presets.
+* The paper's own numbers on ``sphinx-proof`` statements: the label ``thm-c-8`` numbers a
+  ``{prf:theorem}`` "Theorem C.8" (and every ``{prf:ref}`` to it), instead of the book's count.
+* Alt text of figures taken from their captions, as plain text.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from pylatexenc.latex2text import LatexNodes2Text
+from sphinx import addnodes
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+from grokkit import pipeline, scorecard
+
+logger = logging.getLogger(__name__)
+
+GENERATED = pipeline.GENERATED.as_posix() + "/"
+# sphinx-proof's statement kinds and the label prefix that carries the paper's number.
+PROOF_PREFIXES = {"theorem": "thm", "lemma": "lem", "proposition": "prop", "corollary": "cor",
+                  "definition": "def", "example": "ex", "remark": "rem", "assumption": "asm",
+                  "conjecture": "conj"}
+PAPER_LABEL = re.compile(r"(?P<prefix>[a-z]+)-(?P<number>(?:[a-z]-)?\d+(?:-\d+)*)")
+
+
+def paper_number(label: str, kind: str) -> tuple[str, ...] | None:
+    """The paper's number carried by a statement's label: ``thm-c-8`` -> ("C", "8"),
+    ``thm-2-1`` -> ("2", "1"); None when the label does not follow the convention."""
+    match = PAPER_LABEL.fullmatch(label)
+    if match is None or match["prefix"] != PROOF_PREFIXES.get(kind):
+        return None
+    return tuple(part.upper() for part in match["number"].split("-"))
+
+
+def number_as_in_paper(app: Any, env: Any) -> list[str]:
+    """Replace the numbers Sphinx counted for sphinx-proof statements with the paper's
+    (runs after Sphinx assigns figure numbers on ``env-get-updated``)."""
+    for label, entry in getattr(env, "proof_list", {}).items():
+        if entry.get("nonumber"):
+            continue
+        kind, counter, docname = entry["realtype"], entry["countertype"], entry["docname"]
+        number = paper_number(label, kind)
+        if number is None:
+            logger.warning(f"{kind} label {label!r} does not carry the paper's number: label a {kind} "
+                           f"'{PROOF_PREFIXES.get(kind, kind)}-<number>', e.g. "
+                           f"'{PROOF_PREFIXES.get(kind, kind)}-c-8' for {kind.title()} C.8",
+                           location=docname)
+            continue
+        numbers = env.toc_fignumbers.setdefault(docname, {}).setdefault(counter, {})
+        for node_id in entry["ids"]:
+            numbers[node_id] = number
+    return []
+
+
+def _table(header: list[str], body: list[list[nodes.Node | str]], widths: list[int],
+           classes: list[str]) -> nodes.table:
+    table = nodes.table(classes=classes)
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    group.extend(nodes.colspec(colwidth=w) for w in widths)
+    head, rows = nodes.thead(), nodes.tbody()
+    for target, cells in ((head, [header]), (rows, body)):
+        for cells_of_row in cells:
+            row = nodes.row()
+            for cell in cells_of_row:
+                entry = nodes.entry()
+                entry += cell if isinstance(cell, nodes.Node) else nodes.paragraph(text=cell)
+                row += entry
+            target += row
+    group += head
+    group += rows
+    return table
+
+
+def _doc_link(docname: str, text: str, fromdoc: str) -> nodes.paragraph:
+    ref = addnodes.pending_xref("", nodes.inline(text=text), refdomain="std", reftype="doc",
+                                reftarget="/" + docname, refexplicit=True, refdoc=fromdoc)
+    return nodes.paragraph("", "", ref)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+class ScorecardMixin(SphinxDirective):
+    def load(self) -> tuple[list[scorecard.Row], scorecard.Totals]:
+        root = Path(self.env.srcdir)
+        table = scorecard.rows(root)
+        for row in table:  # rebuild this page whenever a summary changes
+            self.env.note_dependency(str(root / GENERATED / f"{row.docname[len(GENERATED):]}.json"))
+        return table, scorecard.totals(table)
+
+    def totals_paragraph(self, totals: scorecard.Totals) -> nodes.paragraph:
+        failing = f" (failing: {', '.join(totals.failing_pages)})" if totals.failing_pages else ""
+        text = (f"{_count(totals.pages, 'page')}; {totals.passed} of {_count(totals.claims, 'claims check')} "
+                f"pass{failing}; {_count(totals.disagreements, 'disagreement')} with the paper; "
+                f"{_count(totals.pages_at_paper_scale, 'page')} with a paper-scale record.")
+        return nodes.paragraph(text=text, classes=["scorecard-totals"])
+
+
+class Scorecard(ScorecardMixin):
+    """``{scorecard}``: the totals, then one row per page."""
+
+    def run(self) -> list[nodes.Node]:
+        table, totals = self.load()
+        body = []
+        for row in table:
+            paper = "-" if row.paper is None else (
+                f"{row.paper.passed}/{row.paper.total} ({_duration(row.paper.duration_s)})")
+            diffs = nodes.bullet_list() if row.run.disagreements else nodes.paragraph(text="none")
+            for text in row.run.disagreements:
+                diffs += nodes.list_item("", nodes.paragraph(text=text))
+            body.append([_doc_link(row.docname, row.item, self.env.docname),
+                         f"{row.run.passed}/{row.run.total} ({row.run.preset})", paper, diffs,
+                         _duration(row.run.duration_s)])
+        header = ["Page", "Claims pass (preset)", "At paper scale", "Disagreements with the paper", "Ran in"]
+        return [self.totals_paragraph(totals), _table(header, body, [12, 12, 12, 52, 8], ["scorecard"])]
+
+
+class ScorecardTotals(ScorecardMixin):
+    """``{scorecard-totals}``: one paragraph of totals, linking the scorecard."""
+
+    option_spec = {"link": directives.unchanged_required}
+
+    def run(self) -> list[nodes.Node]:
+        _, totals = self.load()
+        paragraph = self.totals_paragraph(totals)
+        if "link" in self.options:
+            paragraph += nodes.Text(" Every page's row: ")
+            paragraph += _doc_link(self.options["link"], "the scorecard", self.env.docname).children[0]
+            paragraph += nodes.Text(".")
+        return [paragraph]
+
+
+def _download(path: str, text: str, docname: str) -> addnodes.download_reference:
+    return addnodes.download_reference("", "", nodes.literal(text=text), reftarget="/" + path,
+                                       refdoc=docname, refexplicit=True, refdomain="", reftype="download")
+
+
+def rerun_box(docname: str, srcdir: Path) -> nodes.admonition:
+    """Downloads and the ``grokkit run`` commands of an executed notebook page."""
+    chapter, stem = docname[len(GENERATED):].split("/")
+    box = nodes.admonition(classes=["rerun"])
+    box += nodes.title(text="Rerun this page")
+    downloads = nodes.paragraph(text="Download ")
+    downloads += _download(f"{docname}.ipynb", f"{stem}.ipynb", docname)
+    downloads += nodes.Text(" (the executed notebook) or ")
+    downloads += _download(f"notebooks/{chapter}/{stem}.md", f"{stem}.md", docname)
+    downloads += nodes.Text(" (its MyST source), then run, from a clone of the repository:")
+    box += downloads
+    commands = "\n".join(scorecard.rerun_commands(stem))
+    box += nodes.literal_block(commands, commands, language="bash")
+    data = pipeline.read_json(srcdir / f"{docname}.json") or {}
+    if data.get("duration_s") is not None:
+        box += nodes.paragraph(text=f"This page is the {data.get('preset', '?')} preset's run; it took "
+                                    f"{_duration(data['duration_s'])} on {data.get('device', '?')}.")
+    return box
+
+
+_LATEX = LatexNodes2Text()
+# What pylatexenc drops: the norm bars and the negated relation.
+_BEFORE_LATEX = ((re.compile(r"\\\|"), "‖"), (re.compile(r"\\ne(?![a-zA-Z])"), "≠"))
+
+
+def plain(node: nodes.Node) -> str:
+    """Text of a node with its math turned into plain Unicode (``\\alpha\\beta_1`` -> αβ_1)."""
+    if isinstance(node, nodes.math):
+        tex = node.astext()
+        for pattern, text in _BEFORE_LATEX:
+            tex = pattern.sub(text, tex)
+        return _LATEX.latex_to_text(tex).strip()
+    if isinstance(node, nodes.Text):
+        return node.astext()
+    return "".join(plain(child) for child in node.children)
+
+
+def on_doctree_read(app: Any, doctree: nodes.document) -> None:
+    docname = app.env.docname
+    for figure in doctree.findall(nodes.figure):
+        caption = next(iter(figure.findall(nodes.caption)), None)
+        for image in figure.findall(nodes.image):
+            if caption is not None and not image.get("alt"):
+                image["alt"] = " ".join(plain(caption).split())
+    if docname.startswith(GENERATED):
+        section = next(iter(doctree.findall(nodes.section)), None)
+        if section is not None:
+            section.insert(1, rerun_box(docname, Path(app.env.srcdir)))
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("scorecard", Scorecard)
+    app.add_directive("scorecard-totals", ScorecardTotals)
+    # Before Sphinx's download collector (priority 500) reads the download nodes of the box.
+    app.connect("doctree-read", on_doctree_read, priority=400)
+    # After Sphinx's toctree collector (priority 500) counted the statements.
+    app.connect("env-get-updated", number_as_in_paper, priority=900)
+    app.add_css_file("pages.css")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
