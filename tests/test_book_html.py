@@ -1,7 +1,9 @@
 """Checks of the built HTML book (``pytest -m book`` after ``grokkit book``)."""
 from __future__ import annotations
 
+import json
 import posixpath
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -29,6 +31,7 @@ class Page(HTMLParser):
         super().__init__()
         self.path = path
         self.images: list[str] = []
+        self.alts: list[str | None] = []
         self.links: list[str] = []
         self.article_links: list[str] = []
         self.article_depth = 0
@@ -42,6 +45,7 @@ class Page(HTMLParser):
         self.classes.append(set(attributes.get("class", "").split()))
         if tag == "img":
             self.images.append(attributes.get("src", ""))
+            self.alts.append(dict(attrs).get("alt"))
         elif tag == "article":
             self.article_depth += 1
         elif tag == "a" and "href" in attributes:
@@ -124,3 +128,67 @@ def test_index_links_every_page() -> None:
     linked = {index.target(url) for url in index.article_links if not urlsplit(url).scheme}
     missing = [entry.stem for entry in GENERATED if page_html(entry) not in linked]
     assert not missing, f"book/index.html does not link to {missing}"
+
+
+def _text(fragment: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", fragment).split())
+
+
+def test_scorecard_totals_are_the_sums_over_the_summaries() -> None:
+    """The scorecard and the landing page show the totals of the JSON summaries beside the pages."""
+    summaries = [json.loads(page.with_suffix(".json").read_text(encoding="utf-8")) for page in GENERATED]
+    passed = sum(c["pass"] for s in summaries for c in s["claims"])
+    claims = sum(len(s["claims"]) for s in summaries)
+    diffs = sum(len(s["disagreements"]) for s in summaries)
+    for html in (HTML / "book" / "scorecard.html", HTML / "book" / "index.html"):
+        match = re.search(r'<p class="scorecard-totals">(.*?)</p>', html.read_text(encoding="utf-8"), re.S)
+        assert match, f"{html.name} shows no scorecard totals"
+        totals = _text(match.group(1))
+        assert totals.startswith(f"{len(GENERATED)} page"), totals
+        assert f"{passed} of {claims} claims check" in totals, totals
+        assert f"{diffs} disagreement" in totals, totals
+    scorecard = (HTML / "book" / "scorecard.html").read_text(encoding="utf-8")
+    table = scorecard[scorecard.index('class="scorecard'):]
+    for s in summaries:  # one row per page, quoting each disagreement
+        assert f"{sum(c['pass'] for c in s['claims'])}/{len(s['claims'])} ({s['preset']})" in table
+        for d in s["disagreements"]:
+            assert _text(d["measured"].replace("<", "&lt;")) in _text(table)
+
+
+@pytest.mark.parametrize("entry", GENERATED, ids=IDS)
+def test_page_offers_downloads_and_rerun_commands(entry: Path) -> None:
+    page = Page(page_html(entry))
+    box = re.search(r'<div class="rerun admonition">(.*?)</div>', page.text, re.S)
+    assert box, f"{page.path.name} has no 'Rerun this page' box"
+    downloads = {Path(url).name: page.target(url) for url in re.findall(r'class="reference download internal"'
+                                                                     r' download="" href="([^"]+)"', box.group(1))}
+    assert set(downloads) == {f"{entry.stem}.ipynb", f"{entry.stem}.md"}, downloads
+    assert all(path.is_file() for path in downloads.values()), downloads
+    assert downloads[f"{entry.stem}.ipynb"].read_bytes() == entry.read_bytes()
+    for preset in ("quick", "paper"):
+        assert f"grokkit run {entry.stem} --preset {preset}" in _text(box.group(1))
+
+
+@pytest.mark.parametrize("entry", GENERATED, ids=IDS)
+def test_figures_have_their_caption_as_alt_text(entry: Path) -> None:
+    page = Page(page_html(entry))
+    for src, alt in zip(page.images, page.alts):
+        assert alt and not alt.endswith((".png", ".svg")) and "\\" not in alt, (page.path.name, src, alt)
+
+
+def test_theorem_2_1_is_numbered_as_in_the_paper_and_cited() -> None:
+    theorem = (HTML / "book/generated/sparse_recovery/thm-201-grokking-time.html").read_text(encoding="utf-8")
+    assert re.search(r'<div class="proof theorem admonition" id="thm-2-1">\s*<p class="admonition-title">'
+                     r'<span class="caption-number">Theorem 2.1 </span>', theorem), "no numbered Theorem 2.1"
+    assert "Tikeng Notsawo" in theorem and "references.html#id" in theorem  # a citation into the bibliography
+    for figure in ("fig01-generalization-time", "fig02-grokking-mechanism"):
+        text = (HTML / f"book/generated/sparse_recovery/{figure}.html").read_text(encoding="utf-8")
+        assert re.search(r'href="thm-201-grokking-time.html#thm-2-1">Theorem 2.1</a>', text), \
+            f"{figure} does not cross-reference Theorem 2.1"
+
+
+def test_references_list_the_paper_with_its_arxiv_page() -> None:
+    references = (HTML / "book" / "references.html").read_text(encoding="utf-8")
+    assert "https://arxiv.org/abs/2506.05718" in references
+    for author in ("Woodworth", "Lyu", "Candès", "Donoho", "Chen"):
+        assert author in references
