@@ -150,7 +150,7 @@ def test_scorecard_totals_are_the_sums_over_the_summaries() -> None:
     scorecard = (HTML / "book" / "scorecard.html").read_text(encoding="utf-8")
     table = scorecard[scorecard.index('class="scorecard'):]
     for s in summaries:  # one row per page, quoting each disagreement
-        assert f"{sum(c['pass'] for c in s['claims'])}/{len(s['claims'])} ({s['preset']})" in table
+        assert f"{sum(c['pass'] for c in s['claims'])}/{len(s['claims'])} ({s['preset']}, " in table
         for d in s["disagreements"]:
             assert _text(d["measured"].replace("<", "&lt;")) in _text(table)
 

@@ -121,16 +121,17 @@ class Scorecard(ScorecardMixin):
         table, totals = self.load()
         body = []
         for row in table:
-            paper = "-" if row.paper is None else (
-                f"{row.paper.passed}/{row.paper.total} ({_duration(row.paper.duration_s)})")
+            claims = nodes.paragraph(text=f"{row.run.passed}/{row.run.total} ({row.run.preset}, "
+                                          f"{_duration(row.run.duration_s)})")
+            if row.paper is not None:
+                claims += nodes.Text(f"; {row.paper.passed}/{row.paper.total} "
+                                     f"({row.paper.preset}, {_duration(row.paper.duration_s)})")
             diffs = nodes.bullet_list() if row.run.disagreements else nodes.paragraph(text="none")
             for text in row.run.disagreements:
                 diffs += nodes.list_item("", nodes.paragraph(text=text))
-            body.append([_doc_link(row.docname, row.item, self.env.docname),
-                         f"{row.run.passed}/{row.run.total} ({row.run.preset})", paper, diffs,
-                         _duration(row.run.duration_s)])
-        header = ["Page", "Claims pass (preset)", "At paper scale", "Disagreements with the paper", "Ran in"]
-        return [self.totals_paragraph(totals), _table(header, body, [12, 12, 12, 52, 8], ["scorecard"])]
+            body.append([_doc_link(row.docname, row.item, self.env.docname), claims, diffs])
+        header = ["Page", "Claims pass (preset, run time)", "Disagreements with the paper"]
+        return [self.totals_paragraph(totals), _table(header, body, [18, 27, 55], ["scorecard"])]
 
 
 class ScorecardTotals(ScorecardMixin):
