@@ -7,6 +7,7 @@
 * The paper's own numbers on ``sphinx-proof`` statements: the label ``thm-c-8`` numbers a
   ``{prf:theorem}`` "Theorem C.8" (and every ``{prf:ref}`` to it), instead of the book's count.
 * Alt text of figures taken from their captions, as plain text.
+* ``pages.js``: the search page typesets the TeX quoted in its results.
 """
 from __future__ import annotations
 
@@ -212,4 +213,5 @@ def setup(app: Any) -> dict[str, Any]:
     # After Sphinx's toctree collector (priority 500) counted the statements.
     app.connect("env-get-updated", number_as_in_paper, priority=900)
     app.add_css_file("pages.css")
+    app.add_js_file("pages.js")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
