@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+# The browser check (tests/test_browser.py) needs Chromium and its driver; .ci/run installs them.
+HAVE_CHROMIUM := $(shell command -v chromium >/dev/null && command -v chromedriver >/dev/null && echo yes)
 
 .DEFAULT_GOAL := help
 .PHONY: help install book test bench clean
@@ -11,7 +13,8 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 help:
 	@echo "make install   create $(VENV) from requirements.txt and install grokkit (editable)"
 	@echo "make book      run every notebook (quick preset) and build the HTML book"
-	@echo "make test      library/pipeline tests, notebook runs, nbval, book build, HTML checks"
+	@echo "make test      library/pipeline tests, notebook runs, nbval, book build, HTML checks,"
+	@echo "               the book in headless Chromium (if chromium and chromedriver are installed)"
 	@echo "make bench     run benchmarks/bench_sparse.py"
 	@echo "make clean     remove _build, book/generated and the result cache .cache"
 	@echo "variables:     PYTHON=$(PYTHON) (Python >= 3.10 used to create $(VENV))"
@@ -46,6 +49,11 @@ test: install
 	  --nbval-current-env -p no:cacheprovider -o addopts="" book/generated
 	$(BIN)/grokkit book
 	$(BIN)/python -m pytest -m book tests
+ifeq ($(HAVE_CHROMIUM),yes)
+	$(BIN)/python -m pytest -m browser tests
+else
+	@echo "SKIPPED the browser check: chromium/chromedriver not found (Debian: apt-get install chromium chromium-driver)"
+endif
 
 bench: install
 	$(BIN)/python benchmarks/bench_sparse.py
