@@ -1,0 +1,225 @@
+"""The figures as a reader sees them: legible on a phone, legends off the data, 2x images.
+
+The book's column is about 717 CSS px wide on a desktop and 360 px on a phone (a 400 px
+screen); an image is scaled down to it, never up. Each figure function runs on small
+synthetic curves shaped like a grokking run.
+"""
+from __future__ import annotations
+
+import base64
+import importlib
+import io
+import itertools
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from grokkit import plots  # noqa: E402
+from grokkit.kernels.run import log_schedule  # noqa: E402
+
+PHONE, DESKTOP = 360, 717  # CSS px, the book's column
+MIN_PX = 8                 # smallest legible text on screen, CSS px
+T1, T2 = 60.0, 1.0e5
+
+
+def trajectory(n: int = 100, s: int = 5, steps: int = 200_000, seed: int = 0):
+    """The fields of a :class:`grokkit.kernels.run.Trajectory` that the figures read, for one
+    configuration: memorization near T1, generalization near T2."""
+    rng = np.random.default_rng(seed)
+    t = log_schedule(steps).astype(float)
+    u = np.log10(np.maximum(t, 1))
+    memorize = 1 / (1 + np.exp(-4 * (u - np.log10(T1))))  # 0 -> 1 around T1
+    generalize = 1 / (1 + np.exp(-12 * (u - np.log10(T2))))  # 0 -> 1 around T2
+    train = 0.7 * (1 - memorize) + 4e-4
+    test = 0.9 * (1 - generalize) + 3e-4
+    ratio = 10 ** (-3.5 + 3.7 * memorize)
+    l1 = 0.3 + 0.7 * memorize * (1 - generalize)
+    b_star = np.zeros(n)
+    support = rng.choice(n, s, replace=False)
+    b_star[support] = rng.uniform(-0.1, 0.1, s)
+    noise = rng.normal(0, 0.01, n)
+    b = (noise[None, :] * memorize[:, None] * (1 - generalize[:, None])
+         + b_star[None, :] * (0.3 * memorize[:, None] + 0.7 * generalize[:, None]))
+    traj = SimpleNamespace(steps=t, train_error=train[None], test_error=test[None],
+                           grad_ratio=ratio[None], l1=l1[None], b=b[None])
+    return traj, b_star
+
+
+def make_figure1(title=None):
+    ab = np.logspace(-6, -3, 7)
+    t2 = 0.1 / ab * np.exp(np.linspace(-0.3, 0.3, 7))
+    return plots.figure1(ab, t2, 0.03 / ab, 3 * ab + 1e-4, title=title)
+
+
+def make_figure2():
+    traj, b_star = trajectory()
+    return plots.figure2(traj, T1, T2, b_star)
+
+
+def make_bound_check():
+    traj, _ = trajectory()
+    curves = {r"$\|P_V(b^{(t)}-\hat b)\|_2$": traj.train_error[0] * 0.1,
+              r"$\|b^{(t)}-\hat b\|_2$": traj.l1[0] * 0.2,
+              r"$\|b^{(t)}-b^*\|_2$": traj.test_error[0] * 0.15}
+    return plots.bound_check(traj.steps, curves, 2.7e-3, 55.0)
+
+
+def make_delay_scaling():
+    ab = np.logspace(-5.5, -3, 6)
+    return plots.delay_scaling(ab, 0.12 / ab * np.exp(np.linspace(-0.2, 0.3, 6)), 0.03 / ab)
+
+
+FIGURES = {"figure1": make_figure1, "figure1-title": lambda: make_figure1("a title"),
+           "figure2": make_figure2, "bound_check": make_bound_check,
+           "delay_scaling": make_delay_scaling}
+
+
+@pytest.fixture(scope="module", params=list(FIGURES))
+def fig(request):
+    figure = FIGURES[request.param]()
+    figure.canvas.draw()
+    yield figure
+    plt.close(figure)
+
+
+def shown_text(fig):
+    """Every text artist that is drawn: visible, not empty."""
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def on_screen_px(fig, fontsize: float, column: int) -> float:
+    """CSS px of ``fontsize`` pt when the figure is shown in a ``column`` px wide column:
+    at its natural width (width in inches times dpi) or narrower, never wider."""
+    natural = fig.get_figwidth() * fig.dpi
+    shown = min(column, natural)
+    return fontsize * shown / (fig.get_figwidth() * 72)
+
+
+def test_text_is_legible_on_a_phone(fig):
+    texts = shown_text(fig)
+    assert texts
+    small = {t.get_text(): round(on_screen_px(fig, t.get_fontsize(), PHONE), 1)
+             for t in texts if on_screen_px(fig, t.get_fontsize(), PHONE) < MIN_PX}
+    assert not small, f"text under {MIN_PX} px in a {PHONE} px column: {small}"
+
+
+def test_figure_is_not_blown_up_on_a_desktop(fig):
+    # shown at its natural size: the column is at least as wide as the figure
+    assert fig.get_figwidth() * fig.dpi <= DESKTOP
+
+
+def test_all_figures_share_one_width():
+    widths = set()
+    for make in FIGURES.values():
+        figure = make()
+        widths.add(figure.get_figwidth())
+        plt.close(figure)
+    assert widths == {plots.WIDTH}
+
+
+def legends(fig):
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+def area(a: Bbox, b: Bbox) -> float:
+    both = Bbox.intersection(a, b)
+    return 0.0 if both is None else both.width * both.height
+
+
+def test_legends_sit_outside_the_data(fig):
+    renderer = fig.canvas.get_renderer()
+    found = legends(fig)
+    assert found, "every figure has a legend"
+    for legend in found:
+        box = legend.get_window_extent(renderer)
+        assert fig.bbox.containsx(box.x0) and fig.bbox.containsx(box.x1), "legend cut at the sides"
+        assert fig.bbox.containsy(box.y0) and fig.bbox.containsy(box.y1), "legend cut at the top or bottom"
+        for ax in fig.axes:  # twins included: their extent is the same data area
+            assert area(box, ax.get_window_extent(renderer)) == 0.0, (
+                f"legend {[t.get_text() for t in legend.get_texts()]} over the data of {ax}")
+
+
+def test_twin_axes_share_one_legend(fig):
+    renderer = fig.canvas.get_renderer()
+    places = [tuple(np.round(ax.get_window_extent(renderer).bounds, 3)) for ax in fig.axes]
+    for place in set(places):  # a panel and its twins
+        panel = [ax for ax, other in zip(fig.axes, places) if other == place]
+        assert sum(ax.get_legend() is not None for ax in panel) <= 1, "one merged legend per panel"
+
+
+def labels(fig):
+    """(name, extent) of every label drawn outside a legend: tick labels, axis labels,
+    titles, annotations; and each legend as one box."""
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+
+    def add(text):
+        if text.get_visible() and text.get_text().strip():
+            boxes.append((text.get_text(), text.get_window_extent(renderer)))
+
+    for ax in fig.axes:
+        for text in (ax.title, *ax.texts):
+            add(text)
+        data = ax.get_window_extent(renderer)
+        for axis, along in ((ax.xaxis, "intervalx"), (ax.yaxis, "intervaly")):
+            if not axis.get_visible():  # the shared x axis of a twin
+                continue
+            add(axis.label)
+            lo, hi = getattr(data, along)
+            for label in axis.get_ticklabels(which="both"):
+                # ticks outside the view limits are kept but not drawn
+                centre = label.get_window_extent(renderer).get_points().mean(axis=0)
+                if lo - 1 <= centre[0 if along == "intervalx" else 1] <= hi + 1:
+                    add(label)
+    for legend in legends(fig):
+        boxes.append(("legend", legend.get_window_extent(renderer)))
+    return boxes
+
+
+def test_labels_do_not_overlap(fig):
+    clashes = [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(labels(fig), 2)
+               if area(box_a, box_b) > 1.0]
+    assert not clashes, f"overlapping labels: {clashes}"
+
+
+def test_notebooks_show_2x_png_at_natural_width(monkeypatch):
+    """What a notebook kernel shows: grokkit.plots, imported inside IPython, sets the PNG
+    formatter of figures. A phone (or any 2x screen) gets 2 image pixels per CSS px, and the
+    metadata gives the width only (myst-nb writes it into the <img> style; a fixed height
+    there would squash the image when the column narrows it)."""
+    IPython = pytest.importorskip("IPython")
+    from IPython.core.formatters import DisplayFormatter
+
+    shell = SimpleNamespace(display_formatter=DisplayFormatter())
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    importlib.reload(plots)  # as imported in a kernel
+    try:
+        figure = make_delay_scaling()
+        data, metadata = shell.display_formatter.format(figure)
+        plt.close(figure)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(plots)
+    assert "image/png" in data, f"a notebook shows no PNG of a figure, only {sorted(data)}"
+    image = Image.open(io.BytesIO(base64.b64decode(data["image/png"])))
+    shown = metadata.get("image/png", {})
+    assert "width" in shown and "height" not in shown, shown
+    assert shown["width"] == round(figure.get_figwidth() * figure.dpi) <= DESKTOP
+    assert image.width >= 2 * shown["width"], (image.size, shown)
+
+
+def test_savefig_writes_2x():
+    figure = make_delay_scaling()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    assert Image.open(buffer).width >= 2 * figure.get_figwidth() * figure.dpi
