@@ -311,6 +311,9 @@ def book(args: argparse.Namespace) -> int:
     for note in pipeline.page_warnings(root, folder):
         print(f"warning: {note}", file=sys.stderr)
     out = Path(args.out).resolve() if args.out else root
+    # Every page is rebuilt (--all); removing the old HTML first also drops the pages of
+    # documents that no longer exist, which Sphinx would leave behind.
+    shutil.rmtree(out / "_build" / "html", ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="grokkit-book-") as scratch:
         source = root if folder is None else _book_with_pages(root, folder, Path(scratch))
         script = Path(sys.executable).parent / "jupyter-book"
