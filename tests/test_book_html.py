@@ -14,7 +14,7 @@ pytestmark = pytest.mark.book
 
 ROOT = pipeline.find_root(Path(__file__).parent)
 HTML = ROOT / "_build" / "html"
-MATHJAX = "_static/mathjax/tex-chtml-full.js"
+MATHJAX = "_static/mathjax/tex-chtml-ams.js"
 CDN_MARKERS = ("cdn.jsdelivr.net", "unpkg.com", "cdnjs.cloudflare.com")
 # myst-nb renders an error output as <div class="output traceback ...">; papermill marks the
 # failing cell of a partial notebook with a red "An Exception was encountered" heading.
