@@ -16,7 +16,13 @@ pytestmark = pytest.mark.book
 
 ROOT = pipeline.find_root(Path(__file__).parent)
 HTML = ROOT / "_build" / "html"
-MATHJAX = "_static/mathjax/tex-chtml-full.js"
+MATHJAX = "_static/mathjax/tex-chtml-ams.js"
+# Scripts and stylesheets that every page references, in bytes: about 1.50 MB since the theme's
+# Font Awesome bundle and MathJax's full bundle were trimmed (3.54 MB before, issue 7).
+ASSET_BUDGET = 1_650_000
+# pydata-sphinx-theme's scripts/fontawesome.js is the whole Font Awesome library (1.5 MB); the book
+# overrides it with a stub (book/_static/scripts/fontawesome.js) and draws its icons in theme.css.
+FONTAWESOME_STUB_MAX = 2_000
 CDN_MARKERS = ("cdn.jsdelivr.net", "unpkg.com", "cdnjs.cloudflare.com")
 # myst-nb renders an error output as <div class="output traceback ...">; papermill marks the
 # failing cell of a partial notebook with a red "An Exception was encountered" heading.
@@ -36,6 +42,10 @@ class Page(HTMLParser):
         self.article_links: list[str] = []
         self.article_depth = 0
         self.scripts: list[str] = []
+        self.stylesheets: list[str] = []
+        self.icons: list[str] = []
+        self.title = ""
+        self.in_title = False
         self.classes: list[set[str]] = []
         self.text = path.read_text(encoding="utf-8")
         self.feed(self.text)
@@ -54,10 +64,22 @@ class Page(HTMLParser):
                 self.article_links.append(attributes["href"])
         elif tag == "script" and "src" in attributes:
             self.scripts.append(attributes["src"])
+        elif tag == "link" and "stylesheet" in attributes.get("rel", "").split():
+            self.stylesheets.append(attributes["href"])
+        elif tag == "link" and "icon" in attributes.get("rel", "").split():
+            self.icons.append(attributes["href"])
+        elif tag == "title":
+            self.in_title = True
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title += data
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "article":
             self.article_depth -= 1
+        elif tag == "title":
+            self.in_title = False
 
     def target(self, url: str) -> Path:
         """The local file a relative URL of this page points to."""
@@ -192,3 +214,58 @@ def test_references_list_the_paper_with_its_arxiv_page() -> None:
     assert "https://arxiv.org/abs/2506.05718" in references
     for author in ("Woodworth", "Lyu", "Candès", "Donoho", "Chen"):
         assert author in references
+
+
+def book_pages() -> list[Path]:
+    """The built HTML pages (not the theme's template snippets under _static/)."""
+    pages = [path for path in sorted(HTML.rglob("*.html")) if "_static" not in path.relative_to(HTML).parts]
+    assert pages
+    return pages
+
+
+def test_page_weight() -> None:
+    """Every page's scripts and stylesheets stay under ASSET_BUDGET, without the Font Awesome bundle."""
+    for path in book_pages():
+        page = Page(path)
+        files = {page.target(url) for url in page.scripts + page.stylesheets}
+        missing = sorted(str(f.relative_to(HTML)) for f in files if not f.is_file())
+        assert not missing, f"{path.relative_to(HTML)} references missing files {missing}"
+        for script in files:
+            if "fontawesome" in script.name or script.name == "all.min.js":
+                assert script.stat().st_size <= FONTAWESOME_STUB_MAX, (
+                    f"{path.relative_to(HTML)} loads the Font Awesome bundle {script.relative_to(HTML)}")
+        total = sum(f.stat().st_size for f in files)
+        assert total <= ASSET_BUDGET, (
+            f"{path.relative_to(HTML)} references {total} bytes of scripts and stylesheets, over the "
+            f"budget of {ASSET_BUDGET}: " + ", ".join(
+                f"{f.relative_to(HTML)} {f.stat().st_size}" for f in sorted(files, key=lambda f: -f.stat().st_size)[:5]))
+
+
+def test_every_page_loads_the_theme_fixes() -> None:
+    """book/_ext/theme.py's theme.js (working sidebar toggles; deferred, so before the theme's own
+    scripts) and theme.css (the icons) are on every page."""
+    for path in book_pages():
+        page = Page(path)
+        if not page.scripts:  # the root index.html is a redirect
+            continue
+        names = [urlsplit(url).path.rsplit("/", 1)[-1] for url in page.scripts + page.stylesheets]
+        assert "theme.js" in names and "theme.css" in names, f"{path.relative_to(HTML)}: {names}"
+        assert re.search(r'<script defer="defer" src="[^"]*theme\.js', page.text), path.relative_to(HTML)
+
+
+def test_no_general_index() -> None:
+    """The book has no index entries: no empty genindex page, and no page links to one."""
+    assert not (HTML / "genindex.html").exists()  # grokkit book starts from an empty _build/html
+    for path in book_pages():
+        page = Page(path)
+        linked = [url for url in page.links if urlsplit(url).path.endswith("genindex.html")]
+        assert not linked and 'href="genindex.html"' not in page.text.replace("../", ""), (
+            f"{path.relative_to(HTML)} links the general index")
+
+
+def test_landing_page_head() -> None:
+    """A favicon, and a tab title that does not repeat the book's title ("X — X")."""
+    index = Page(HTML / "book" / "index.html")
+    assert index.icons and all(index.target(url).is_file() for url in index.icons), index.icons
+    page_title, _, book_title = index.title.rpartition(" \u2014 ")
+    assert book_title and page_title != book_title, f"tab title {index.title!r}"
