@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from grokkit import pipeline
 
@@ -73,6 +74,9 @@ pytestmark = [
 
 ROOT = pipeline.find_root(Path(__file__).parent)
 HTML = ROOT / "_build" / "html"
+# The book's MathJax bundle, which the self-test pages load too.
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+MATHJAX = "/_static/" + CONFIG["sphinx"]["config"]["mathjax_path"]
 
 # Window sizes (width, height): a desktop (the three-column layout) and a phone (sidebars
 # hidden behind the ☰ buttons). With --headless=new the window width is the viewport width.
@@ -613,7 +617,7 @@ def test_book_has_pages() -> None:
 BAD_PAGE = r"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>Bad page \(\alpha\)</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<script async src="/_static/mathjax/tex-chtml-full.js"></script></head>
+<script async src="MATHJAX"></script></head>
 <body style="margin: 8px">
 <p>Untypeset: <span class="math mathjax_ignore">\(\alpha\)</span></p>
 <p><img alt="no src"> <img src="http://example.invalid/logo.png" alt="remote"></p>
@@ -622,20 +626,20 @@ BAD_PAGE = r"""<!DOCTYPE html>
 <div class="math" style="width: 200px">\[\sum_{i=1}^{n} a_i b_i c_i d_i e_i f_i g_i h_i j_i k_i l_i m_i n_i o_i p_i q_i r_i\]</div>
 <script>console.error("boom");</script>
 </body></html>
-"""
+""".replace("MATHJAX", MATHJAX)
 
 GOOD_PAGE = r"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>Good page</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
-<script async src="/_static/mathjax/tex-chtml-full.js"></script></head>
+<script async src="MATHJAX"></script></head>
 <body>
 <p>It costs $5 and $10; a formula <span class="math">\(\alpha\beta_1\)</span>; code
 <code>\alpha $x_1$ \(</code></p>
 <pre>C:\Users\me $HOME \|x\|</pre>
 <div class="math">\[\|\hat b\|_\infty\]</div>
 </body></html>
-"""
+""".replace("MATHJAX", MATHJAX)
 
 
 @pytest.fixture(scope="module")
