@@ -1,8 +1,7 @@
 """Sphinx extension: grokkit's fixes to the book's theme (sphinx-book-theme 1.3, pydata-sphinx-theme 0.17).
 
-- MathJax on every page, not only on pages whose body has math: page titles with math (e.g.
-  "Figure 1 — ... $\\alpha\\beta_1$") appear in the navigation sidebar of every page; without
-  MathJax a page shows them as raw TeX.
+- MathJax on every page, not only on pages whose body has math: the search page typesets the
+  formulas its results quote (``pages.js``).
 - ``theme.js`` (deferred, so it runs before the themes' own scripts): makes the sidebar (☰) and
   page-contents toggles work again, see the file.
 - ``theme.css``: the few Font Awesome icons the theme shows (buttons, admonitions), as inline SVG
