@@ -769,3 +769,24 @@ def test_toggle_opens_panel(browser: Browser, book: Server, visits: _Visits, whi
     assert state["open"], (f"{where}: clicking the visible .{which}-toggle ({label!r}, "
                            f"{len(buttons)} in the page) did not open {name} within 3 s: "
                            f"{state['state']}")
+
+
+def test_primary_toggle_hides_and_shows_the_sidebar_on_desktop(browser: Browser, book: Server,
+                                                                visits: _Visits) -> None:
+    """At 1400 px the book contents sit beside the text: ☰ hides them, and a second click shows them."""
+    assert TOGGLE_PAGE, "no page of the book has a page TOC to test the toggles on"
+    selector, name = PANELS["primary"]
+    visits.key = None  # the page is changed by the clicks
+    browser.load(book.base + TOGGLE_PAGE, WIDE)
+    driver, where = browser.driver, f"{TOGGLE_PAGE} at {WIDE} px"
+    button = next((b for b in driver.find_elements(By.CSS_SELECTOR, ".primary-toggle") if b.is_displayed()), None)
+    assert button is not None, f"{where}: no visible .primary-toggle"
+    for click, expected in ((1, False), (2, True)):
+        button.click()
+        deadline = time.monotonic() + 3  # the sidebar slides (about 0.3 s)
+        state = driver.execute_script(PANEL_STATE_JS, selector)
+        while state["open"] != expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+            state = driver.execute_script(PANEL_STATE_JS, selector)
+        assert state["open"] == expected, (f"{where}: after click {click} on ☰, {name} should be "
+                                           f"{'shown' if expected else 'hidden'}: {state['state']}")
