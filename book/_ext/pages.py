@@ -99,7 +99,10 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-class ScorecardMixin(SphinxDirective):
+class ScorecardDirective(SphinxDirective):
+    """What the scorecard directives share: the rows and totals of the summaries, and the
+    sentence of totals."""
+
     def load(self) -> tuple[list[scorecard.Row], scorecard.Totals]:
         root = Path(self.env.srcdir)
         table = scorecard.rows(root)
@@ -115,7 +118,7 @@ class ScorecardMixin(SphinxDirective):
         return nodes.paragraph(text=text, classes=["scorecard-totals"])
 
 
-class Scorecard(ScorecardMixin):
+class Scorecard(ScorecardDirective):
     """``{scorecard}``: the totals, then one row per page."""
 
     def run(self) -> list[nodes.Node]:
@@ -135,7 +138,7 @@ class Scorecard(ScorecardMixin):
         return [self.totals_paragraph(totals), _table(header, body, [18, 27, 55], ["scorecard"])]
 
 
-class ScorecardTotals(ScorecardMixin):
+class ScorecardTotals(ScorecardDirective):
     """``{scorecard-totals}``: one paragraph of totals, linking the scorecard."""
 
     option_spec = {"link": directives.unchanged_required}
