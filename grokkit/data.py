@@ -1,4 +1,5 @@
-r"""Sparse-recovery problems (paper §2 and Appendix C.4–C.5).
+r"""Sparse-recovery problems (paper §2 and Appendix C.4–C.5) and matrix-factorization
+problems (paper §2, Appendix D: completion and sensing, section at the end of the module).
 
 The measurements are :math:`y^* = \tilde X b^* + \xi` with :math:`\tilde X = X\Phi`,
 :math:`\|b^*\|_0 = s`. Every draw uses its own ``numpy.random.RandomState(seed)`` in
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
 from grokkit.kernels.run import resolve_device
 
 BASES = ("identity", "orthonormal", "dct")
@@ -215,3 +216,340 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
     xi = noise(N, snr, s / n, seed)
     return SparseProblem(X=X, y=X @ b_star + xi, b_star=b_star, xi=xi, phi=phi, X_raw=X_raw,
                          tau=tau, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------
+# Matrix factorization (paper §2, Appendix D)
+# ---------------------------------------------------------------------------------------
+#
+# Conventions (spec §0): :math:`n = n_1 n_2`; :math:`\operatorname{vec}` is column-major,
+# :math:`\operatorname{vec}(A)_{j n_1 + i} = A_{ij}` (``A.reshape(-1, order="F")``), as in the
+# paper's Lemma D.14 and the authors' ``np_vec``. Both problems read
+# :math:`y_s = X^{(1)\top}_s A^* X^{(2)}_s = (X^{(2)}\bullet X^{(1)})_s\operatorname{vec}A^*`;
+# completion keeps only the mask (never the N × n matrix X).
+
+GENERATORS = ("authors", "orthogonal")
+MATRIX_KINDS = ("completion", "sensing")
+SENSING_VARIANCES = ("1/n_k", "1/n_k^2", "1/N")
+
+
+def vec(A: np.ndarray) -> np.ndarray:
+    r"""Column-major :math:`\operatorname{vec}(A)`: :math:`\operatorname{vec}(A)_{j n_1 + i} = A_{ij}` (paper App. B)."""
+    return np.asarray(A).reshape(-1, order="F")
+
+
+def unvec(a: np.ndarray, n1: int, n2: int) -> np.ndarray:
+    r"""Inverse of :func:`vec`: the :math:`n_1\times n_2` matrix whose column-major vec is ``a``."""
+    return np.asarray(a).reshape(n1, n2, order="F")
+
+
+def _check_shape(n1: int, n2: int, r: int) -> tuple[int, int, int]:
+    n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
+    r = check_int("r", r, 1, min(n1, n2), high_name="min(n1, n2)")
+    return n1, n2, r
+
+
+def _haar_columns(rs: np.random.RandomState, n: int, r: int) -> np.ndarray:
+    """``r`` orthonormal columns, uniform (Haar) on the Stiefel manifold: Q of a Gaussian, signs fixed."""
+    q, R = np.linalg.qr(rs.randn(n, r))
+    return q * np.where(np.diag(R) < 0, -1.0, 1.0)
+
+
+def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
+                    singular_values: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
+    r"""Ground truth :math:`A^* \in \mathbb{R}^{n_1\times n_2}` of rank ``r`` (spec §3.1), float64.
+
+    ``"authors"`` (the official ``get_matrices``): :math:`U_0 \in \mathbb{R}^{n_1\times r}` then
+    :math:`V_0 \in \mathbb{R}^{n_2\times r}` i.i.d. :math:`\mathcal N(0, 1)` from
+    ``RandomState(seed)``, :math:`W = U_0V_0^\top/\sqrt r` and
+    :math:`A^* = W\sqrt{n_1n_2}/\|W\|_F`, so :math:`\|A^*\|_F = \sqrt{n_1 n_2}` and the singular
+    values are random. (The authors draw in float32 from torch's RNG, and their ``seed=0`` is
+    unseeded — spec §5 item 30 — so their matrices cannot be reproduced bit for bit.)
+
+    ``"orthogonal"``: the random orthogonal model of Definition D.1,
+    :math:`A^* = U^*\Sigma^*V^{*\top}` with :math:`U^*, V^*` Haar-distributed orthonormal
+    columns (Q of a Gaussian, :math:`U^*` drawn first) and :math:`\Sigma^*` the
+    ``singular_values`` (default all 1; ``r`` positive finite numbers).
+    """
+    n1, n2, r = _check_shape(n1, n2, r)
+    check_option("generator", generator, GENERATORS)
+    seed = check_seed("seed", seed)
+    if singular_values is not None:
+        if generator != "orthogonal":
+            raise ValueError(f"singular_values must be None for generator 'authors', got {show(singular_values)}")
+        sigma = np.asarray(singular_values, dtype=float)
+        if sigma.shape != (r,):
+            raise ValueError(f"singular_values must have shape (r,) = ({r},), got shape {sigma.shape}")
+        for v in sigma:
+            check_range("singular_values", v, 0.0, closed="neither")
+        check_finite("singular_values", sigma)
+    else:
+        sigma = np.ones(r)
+    rs = np.random.RandomState(seed)
+    if generator == "authors":
+        U0, V0 = rs.randn(n1, r), rs.randn(n2, r)
+        W = U0 @ V0.T / math.sqrt(r)
+        return W * math.sqrt(n1 * n2) / np.linalg.norm(W)
+    U, V = _haar_columns(rs, n1, r), _haar_columns(rs, n2, r)
+    return (U * sigma) @ V.T
+
+
+def local_coherence(A: np.ndarray, r: int | None = None, *, U_basis: np.ndarray | None = None,
+                    V_basis: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""Local coherences :math:`(\mu_i(A))_i, (\nu_j(A))_j` (Definitions D.3 and D.4, eqs. 96–97).
+
+    With :math:`A = U\Sigma V^\top` the compact SVD of rank ``r`` (default
+    ``numpy.linalg.matrix_rank(A)``, as the authors' ``calculate_local_coherence``):
+    :math:`\mu_i = \frac{n_1}{r}\|U^\top u_i\|^2`, :math:`\nu_j = \frac{n_2}{r}\|V^\top v_j\|^2`,
+    where :math:`u_i, v_j` are the columns of ``U_basis`` (:math:`n_1\times N_1`) and
+    ``V_basis`` (:math:`n_2\times N_2`), the canonical bases by default (Definition D.3: then
+    :math:`\|U^\top e_i\|^2` are the leverage scores, which sum to r, so
+    :math:`\sum_i\mu_i = n_1` and :math:`\sum_j\nu_j = n_2`).
+    """
+    check_finite("A", A)
+    A = np.asarray(A, dtype=float)
+    if A.ndim != 2:
+        raise ValueError(f"A must be a matrix (2-d array), got shape {A.shape}")
+    n1, n2 = A.shape
+    r = int(np.linalg.matrix_rank(A)) if r is None else check_int("r", r, 1, min(n1, n2),
+                                                                    high_name="min(n1, n2)")
+    for name, B, m in (("U_basis", U_basis, n1), ("V_basis", V_basis, n2)):
+        if B is not None:
+            check_finite(name, B)
+            if np.ndim(B) != 2 or np.shape(B)[0] != m:
+                raise ValueError(f"{name} must be a matrix with {m} rows, got shape {np.shape(B)}")
+    if r == 0:
+        return np.zeros(n1 if U_basis is None else np.shape(U_basis)[1]), \
+            np.zeros(n2 if V_basis is None else np.shape(V_basis)[1])
+    U, _, Vt = np.linalg.svd(A, full_matrices=False)
+    U, V = U[:, :r], Vt[:r].T
+    PU = U if U_basis is None else np.asarray(U_basis, dtype=float).T @ U
+    PV = V if V_basis is None else np.asarray(V_basis, dtype=float).T @ V
+    return n1 / r * np.sum(PU**2, axis=1), n2 / r * np.sum(PV**2, axis=1)
+
+
+def _check_mask(mask: np.ndarray, n1: int, n2: int) -> np.ndarray:
+    m = np.asarray(mask)
+    if m.dtype != bool or m.shape != (n1, n2):
+        raise ValueError(f"mask must be a boolean array of shape (n1, n2) = ({n1}, {n2}), "
+                         f"got {m.dtype} array of shape {m.shape}")
+    return m
+
+
+def completion_mask(A_star: np.ndarray, N: int, tau: float = 0.0, seed: int = 0) -> np.ndarray:
+    r"""Boolean mask of the N observed entries of :math:`A^*` (paper L166–168, Appendix D.4).
+
+    Positions are numbered row-major, :math:`k = i n_2 + j`. ``tau = 0``: the first N of
+    ``RandomState(seed).permutation(n1*n2)`` (uniform without replacement; the authors' rule
+    and RNG order). ``tau > 0``: the :math:`N_\tau = \lfloor\tau N\rfloor` positions with the
+    largest :math:`P_{ij} = \mu_i(A^*) + \nu_j(A^*)` (:func:`local_coherence`; order of
+    ``argsort(P, axis=None)[::-1]``, as the authors), then :math:`N - N_\tau` drawn uniformly
+    without replacement among the others with ``RandomState(seed).choice``.
+    The selection is deterministic in the top part: ``tau = 1`` gives the N most coherent entries.
+    """
+    check_finite("A_star", A_star)
+    A_star = np.asarray(A_star, dtype=float)
+    if A_star.ndim != 2:
+        raise ValueError(f"A_star must be a matrix (2-d array), got shape {A_star.shape}")
+    n1, n2 = A_star.shape
+    N = check_int("N", N, 1, n1 * n2, high_name="n1*n2")
+    tau = check_range("tau", tau, 0.0, 1.0)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    n = n1 * n2
+    if tau == 0.0:
+        selected = rs.permutation(n)[:N]
+    else:
+        n_tau = math.floor(round(tau * N, 9))
+        mu, nu = local_coherence(A_star)
+        order = np.argsort((mu[:, None] + nu[None, :]), axis=None)[::-1]
+        top, rest = order[:n_tau], order[n_tau:]
+        selected = np.concatenate([top, rs.choice(rest, N - n_tau, replace=False)])
+    mask = np.zeros(n, dtype=bool)
+    mask[selected] = True
+    return mask.reshape(n1, n2)
+
+
+def completion_measurements(A: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    r"""Observed entries :math:`y_s = A_{i_sj_s}` in row-major order of the mask (same as ``A[mask]``).
+
+    This is :math:`X\operatorname{vec}A` with :math:`X = X^{(2)}\bullet X^{(1)}`,
+    :math:`X^{(1)}_s = e_{i_s}`, :math:`X^{(2)}_s = e_{j_s}` (Appendix D), without forming X."""
+    check_finite("A", A)
+    A = np.asarray(A, dtype=float)
+    if A.ndim != 2:
+        raise ValueError(f"A must be a matrix (2-d array), got shape {A.shape}")
+    return A[_check_mask(mask, *A.shape)]
+
+
+def _sensing_variance(variance: float | str, n_k: int, N: int) -> float:
+    if isinstance(variance, str):
+        check_option("variance", variance, SENSING_VARIANCES)
+        return {"1/n_k": 1.0 / n_k, "1/n_k^2": 1.0 / n_k**2, "1/N": 1.0 / N}[variance]
+    return check_range("variance", variance, 0.0, closed="neither")
+
+
+def face_splitting(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    r"""Row-wise Khatri–Rao product :math:`(P\bullet Q)_{s,:} = P_{s,:}\otimes Q_{s,:}` (paper App. B)."""
+    check_finite("P", P)
+    check_finite("Q", Q)
+    P, Q = np.asarray(P, dtype=float), np.asarray(Q, dtype=float)
+    if P.ndim != 2 or Q.ndim != 2 or P.shape[0] != Q.shape[0]:
+        raise ValueError(f"P and Q must be matrices with the same number of rows, got shapes {P.shape} and {Q.shape}")
+    return (P[:, :, None] * Q[:, None, :]).reshape(P.shape[0], -1)
+
+
+def sensing_matrices(A_star: np.ndarray, N: int, tau: float = 0.0, variance: float | str = "1/n_k",
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""Rank-one sensing factors :math:`X^{(1)} \in \mathbb{R}^{N\times n_1}`, :math:`X^{(2)} \in \mathbb{R}^{N\times n_2}` (Appendix D.4).
+
+    The first :math:`N_1 = \min(\lfloor\tau N\rfloor, n_1)` rows of :math:`X^{(1)}` are the first
+    columns of :math:`U^*` (full SVD of :math:`A^*`), the other rows i.i.d.
+    :math:`\mathcal N(0, v)`; the same for :math:`X^{(2)}` with :math:`V^*` and :math:`n_2`
+    (paper's rule; the authors' code picks random columns, spec §3.3). The variance v is
+    ``"1/n_k"`` (:math:`1/n_1` for :math:`X^{(1)}`, :math:`1/n_2` for :math:`X^{(2)}`: the
+    authors' default), ``"1/n_k^2"`` (the paper's literal "σ = 1/n₁"), ``"1/N"`` (the
+    authors' notebook) or a number. One ``RandomState(seed)`` draws :math:`X^{(1)}` then
+    :math:`X^{(2)}` (the authors re-seed both, which correlates them when :math:`n_1 = n_2`).
+    The measurement matrix is :math:`X = X^{(2)}\bullet X^{(1)}` (:func:`face_splitting`).
+    """
+    check_finite("A_star", A_star)
+    A_star = np.asarray(A_star, dtype=float)
+    if A_star.ndim != 2:
+        raise ValueError(f"A_star must be a matrix (2-d array), got shape {A_star.shape}")
+    n1, n2 = A_star.shape
+    N = check_int("N", N, 1)
+    tau = check_range("tau", tau, 0.0, 1.0)
+    v1, v2 = _sensing_variance(variance, n1, N), _sensing_variance(variance, n2, N)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    U, _, Vt = np.linalg.svd(A_star)
+    factors = []
+    for basis, v in ((U, v1), (Vt.T, v2)):
+        n_k = basis.shape[0]
+        k = min(math.floor(round(tau * N, 9)), n_k)
+        Xk = np.empty((N, n_k))
+        Xk[:k] = basis[:, :k].T
+        Xk[k:] = math.sqrt(v) * rs.randn(N - k, n_k)
+        factors.append(Xk)
+    return factors[0], factors[1]
+
+
+@dataclass(frozen=True)
+class MatrixProblem:
+    r"""One matrix-factorization problem :math:`y = X\operatorname{vec}A^* + \xi` (paper §2, App. D), float64.
+
+    ``kind == "completion"``: ``mask`` (n1, n2) bool holds the N observed entries and ``X`` is
+    ``None`` (never built); ``y`` lists them in row-major order of the mask.
+    ``kind == "sensing"``: ``X`` (N, n1·n2) is :math:`X^{(2)}\bullet X^{(1)}` acting on the
+    column-major :func:`vec`, ``mask`` is ``None``. ``y_star`` is noiseless, ``y = y_star + xi``.
+    """
+
+    kind: str
+    A_star: np.ndarray
+    y_star: np.ndarray
+    y: np.ndarray
+    xi: np.ndarray
+    mask: np.ndarray | None
+    X: np.ndarray | None
+    X1: np.ndarray | None
+    X2: np.ndarray | None
+    tau: float
+    generator: str
+    seed: int
+
+    @property
+    def n1(self) -> int:
+        return self.A_star.shape[0]
+
+    @property
+    def n2(self) -> int:
+        return self.A_star.shape[1]
+
+    @property
+    def r(self) -> int:
+        return int(np.linalg.matrix_rank(self.A_star))
+
+    @property
+    def N(self) -> int:
+        return self.y.shape[0]
+
+    def apply(self, A: np.ndarray) -> np.ndarray:
+        r""":math:`X\operatorname{vec}A` (for completion, the entries of A on the mask)."""
+        if self.kind == "completion":
+            return completion_measurements(A, self.mask)
+        return self.X @ vec(A)
+
+    def least_squares(self, beta2: float = 0.0) -> np.ndarray:
+        r""":math:`\hat A = \operatorname{unvec}\big((X^\top X + \beta_2 I_n)^\dagger X^\top y\big)` (§2, Theorem D.10).
+
+        For ``beta2 = 0`` the minimum-norm solution of :math:`X\operatorname{vec}A = y`. For
+        completion :math:`X^\top X = \operatorname{diag}(\operatorname{vec}M)`, so
+        :math:`\hat A = y/(1+\beta_2)` on the mask and 0 elsewhere (:math:`A^*` on the mask when
+        noiseless and :math:`\beta_2 = 0`)."""
+        beta2 = check_range("beta2", beta2, 0.0, closed="left")
+        if self.kind == "completion":
+            A_hat = np.zeros((self.n1, self.n2))
+            A_hat[self.mask] = self.y / (1.0 + beta2)
+            return A_hat
+        return unvec(least_squares(self.X, self.y, beta2), self.n1, self.n2)
+
+    @property
+    def A_hat(self) -> np.ndarray:
+        """The least-squares solution for ``beta2 = 0`` (:meth:`least_squares`)."""
+        return self.least_squares(0.0)
+
+    @property
+    def lambda_max(self) -> float:
+        r""":math:`\lambda_\max(X^\top X)` (the paper's :math:`\sigma_\max`; 1 for completion), for
+        the step bound :math:`\alpha < 2/(\lambda_\max + \beta_2)` of Theorem 2.2."""
+        if self.kind == "completion":
+            return 1.0
+        return float(np.linalg.norm(self.X, 2) ** 2)
+
+    def local_coherence(self) -> tuple[np.ndarray, np.ndarray]:
+        r"""Local coherences :math:`(\mu_i(A^*)), (\nu_j(A^*))` (Definition D.3)."""
+        return local_coherence(self.A_star)
+
+
+def make_matrix_problem(n1: int = 10, n2: int = 10, r: int = 2, N: int = 80, *, kind: str = "completion",
+                        tau: float = 0.0, generator: str = "authors", variance: float | str = "1/n_k",
+                        snr: float | None = None, seed: int = 0) -> MatrixProblem:
+    r"""Draw a matrix completion or sensing problem (paper §2, Appendix D).
+
+    Parameters
+    ----------
+    n1, n2, r : matrix shape and rank (``1 <= r <= min(n1, n2)``).
+    N : number of measurements (for completion at most ``n1*n2``: distinct entries).
+    kind : ``"completion"`` (:func:`completion_mask`) or ``"sensing"`` (:func:`sensing_matrices`).
+    tau : data-selection parameter in [0, 1] (local coherence for completion, first singular
+        vectors for sensing; Appendix D.4).
+    generator : ``"authors"`` (the official code, :math:`\|A^*\|_F = \sqrt{n_1n_2}`) or
+        ``"orthogonal"`` (Definition D.1, singular values 1); see :func:`low_rank_matrix`.
+    variance : sensing only: the Gaussian rows' variance (:func:`sensing_matrices`).
+    snr : :math:`\|A^*\|_F^2/\mathbb E\|\xi\|^2` (:func:`noise` with signal power
+        :math:`\|A^*\|_F^2`); ``None`` is noiseless (every figure of the paper).
+    seed : one integer in [0, 2**32 - 1] seeds :math:`A^*`, the measurements and the noise,
+        each with its own generator, so the same seed gives the same problem everywhere.
+
+    Every argument is checked before anything is drawn (``ValueError`` naming it).
+    """
+    n1, n2, r = _check_shape(n1, n2, r)
+    kind = check_option("kind", kind, MATRIX_KINDS)
+    N = check_int("N", N, 1, n1 * n2, high_name="n1*n2") if kind == "completion" else check_int("N", N, 1)
+    tau = check_range("tau", tau, 0.0, 1.0)
+    check_option("generator", generator, GENERATORS)
+    seed = check_seed("seed", seed)
+    _sensing_variance(variance, n1, N)
+    if snr is not None:
+        check_range("snr", snr, 0.0, closed="neither")
+    A_star = low_rank_matrix(n1, n2, r, generator=generator, seed=seed)
+    mask = X = X1 = X2 = None
+    if kind == "completion":
+        mask = completion_mask(A_star, N, tau, seed)
+        y_star = completion_measurements(A_star, mask)
+    else:
+        X1, X2 = sensing_matrices(A_star, N, tau, variance, seed)
+        X = face_splitting(X2, X1)
+        y_star = X @ vec(A_star)
+    xi = noise(N, snr, float(np.sum(A_star**2)), seed)
+    return MatrixProblem(kind=kind, A_star=A_star, y_star=y_star, y=y_star + xi, xi=xi, mask=mask, X=X,
+                         X1=X1, X2=X2, tau=tau, generator=generator, seed=seed)
