@@ -161,3 +161,17 @@ def test_bad_operators_are_refused(kwargs: dict, message: str) -> None:
     kind = kwargs.pop("kind")
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         mk.Measurements(kind, (N1, N2), **kwargs)
+
+
+@pytest.mark.parametrize("kind", mk.KINDS)
+def test_operator_reads_the_problems_of_grokkit_data(kind: str) -> None:
+    """The kernels' operator and grokkit.data agree on the measurements and on A_hat."""
+    from grokkit import data
+
+    problem = data.make_matrix_problem(N1, N2, 2, 12, kind=kind, seed=0)
+    op = (mk.Measurements(kind, (N1, N2), mask=torch.as_tensor(problem.mask)) if kind == "completion"
+          else mk.Measurements(kind, (N1, N2), X=torch.as_tensor(problem.X)))
+    A_star = torch.as_tensor(problem.A_star)[None]
+    np.testing.assert_allclose(op(A_star)[0].numpy(), problem.y_star, atol=1e-13)
+    A_hat = torch.as_tensor(problem.A_hat)[None]
+    np.testing.assert_allclose(op(A_hat)[0].numpy(), problem.y, atol=1e-10)  # A_hat fits the measurements
