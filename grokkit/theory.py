@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range
+from grokkit.data import least_squares, unvec, vec
 
 
 def _hyper(alpha, beta1) -> tuple[np.ndarray, np.ndarray]:
@@ -155,16 +156,6 @@ def measurement_matrix(operator, shape) -> np.ndarray:
     return op.astype(float)
 
 
-def vec(A: np.ndarray) -> np.ndarray:
-    r""":math:`\operatorname{vec}A`, column-major (App. B): ``A.reshape(-1, order="F")``."""
-    return np.asarray(A, dtype=float).reshape(-1, order="F")
-
-
-def unvec(a: np.ndarray, shape) -> np.ndarray:
-    r"""The inverse of :func:`vec`: the (n1, n2) matrix whose column-major vec is ``a``."""
-    return np.asarray(a, dtype=float).reshape(_shape(shape), order="F")
-
-
 def matrix_rho(operator, shape, alpha: float, beta2: float = 0.0, p: float = 2) -> float:
     r""":math:`\rho_p = \|I_n - \alpha(X^\top X + \beta_2 I_n)\|_{p\to p}`, n = n1·n2 (Theorem 2.2, Lemma D.7);
     for p = 2 this is :math:`\sigma_\max(I - \alpha(\mathcal X^*\mathcal X + \beta_2 I))`.
@@ -182,18 +173,16 @@ def matrix_rho_row(operator, shape, alpha, beta2=0.0, tol: float = 1e-10):
 
 
 def matrix_least_squares(operator, shape, y: np.ndarray, beta2: float = 0.0) -> np.ndarray:
-    r""":math:`\hat A = \operatorname{unvec}((X^\top X + \beta_2 I_n)^\dagger X^\top y^*)` (App. D.6.1), shape (n1, n2).
+    r""":math:`\hat A = \operatorname{unvec}((X^\top X + \beta_2 I_n)^\dagger X^\top y^*)` (App. D.6.1), shape (n1, n2):
+    :func:`grokkit.data.least_squares` on the measurement matrix.
 
     (The authors' code adds β₂ to every entry of :math:`X^\top X`, spec §5 item 31; this adds
     :math:`\beta_2 I`.)"""
     X = measurement_matrix(operator, shape)
-    beta2 = check_range("beta2", beta2, 0.0, closed="left")
     y = np.asarray(y, dtype=float)
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape (N,) = ({X.shape[0]},), got {y.shape}")
-    check_finite("y", y)
-    a = np.linalg.pinv(X.T @ X + beta2 * np.eye(X.shape[1]), hermitian=True) @ (X.T @ y)
-    return unvec(a, shape)
+    return unvec(least_squares(X, y, beta2), *_shape(shape))
 
 
 def _matrix_hyper(alpha, beta_star) -> tuple[np.ndarray, np.ndarray]:

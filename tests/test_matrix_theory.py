@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from grokkit import baselines, theory
-from grokkit.theory import unvec, vec
+from grokkit.data import unvec, vec
 
 
 def _low_rank(rng, n1, n2, r):
@@ -34,7 +34,7 @@ def test_vec_is_column_major_and_measurement_matrix_matches_the_operator():
     A = rng.standard_normal((4, 3))
     a = vec(A)
     assert a[2 * 4 + 1] == A[1, 2]  # vec(A)_{j n1 + i} = A_ij
-    np.testing.assert_array_equal(unvec(a, (4, 3)), A)
+    np.testing.assert_array_equal(unvec(a, 4, 3), A)
     mask = _mask(rng, 4, 3, 7)
     X = theory.measurement_matrix(mask, (4, 3))
     assert X.shape == (7, 12)
@@ -75,7 +75,7 @@ def _subgradient(X, y, shape, A, alpha, beta2, beta_star, steps):
     out = [vec(A)]
     for _ in range(steps):
         U, _, Vt = np.linalg.svd(A, full_matrices=False)
-        G = unvec(X.T @ (X @ vec(A) - y), shape) + beta2 * A
+        G = unvec(X.T @ (X @ vec(A) - y), *shape) + beta2 * A
         A = A - alpha * (G + beta_star * U @ Vt)
         out.append(vec(A))
     return np.array(out)
@@ -268,7 +268,7 @@ def _prox_gradient(X, y, shape, beta_star, beta2, steps):
     alpha = 1.0 / (np.linalg.eigvalsh(X.T @ X).max() + beta2)
     A = np.zeros(shape)
     for _ in range(steps):
-        G = unvec(X.T @ (X @ vec(A) - y), shape) + beta2 * A
+        G = unvec(X.T @ (X @ vec(A) - y), *shape) + beta2 * A
         A = _svt(A - alpha * G, alpha * beta_star)
     return A
 
