@@ -19,6 +19,7 @@ import numpy as np
 
 from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range
 from grokkit.data import least_squares, unvec, vec
+from grokkit.kernels.matrix import factor_gradients
 
 
 def _hyper(alpha, beta1) -> tuple[np.ndarray, np.ndarray]:
@@ -332,15 +333,4 @@ def deep_gradients(factors, grad):
     if grad.ndim < 2 or tuple(grad.shape[-2:]) != want:
         raise ValueError(f"grad must have shape (..., d_0, d_L) = (..., {want[0]}, {want[1]}), got {tuple(grad.shape)}")
     check_finite("grad", grad)
-    L = len(factors)
-    prefix = [None] * L  # prefix[k] = A_1 ⋯ A_{k-1} (None = I)
-    for k in range(1, L):
-        prefix[k] = factors[0] if k == 1 else prefix[k - 1] @ factors[k - 1]
-    suffix = [None] * L  # suffix[k] = A_{k+1} ⋯ A_L
-    for k in range(L - 2, -1, -1):
-        suffix[k] = factors[L - 1] if k == L - 2 else factors[k + 1] @ suffix[k + 1]
-    out = []
-    for k in range(L):
-        G = grad if prefix[k] is None else prefix[k].swapaxes(-1, -2) @ grad
-        out.append(G if suffix[k] is None else G @ suffix[k].swapaxes(-1, -2))
-    return out
+    return factor_gradients(factors, grad)

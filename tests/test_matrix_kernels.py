@@ -175,3 +175,62 @@ def test_operator_reads_the_problems_of_grokkit_data(kind: str) -> None:
     np.testing.assert_allclose(op(A_star)[0].numpy(), problem.y_star, atol=1e-13)
     A_hat = torch.as_tensor(problem.A_hat)[None]
     np.testing.assert_allclose(op(A_hat)[0].numpy(), problem.y, atol=1e-10)  # A_hat fits the measurements
+
+
+def test_deep_step_of_depth_one_is_subgradient_descent() -> None:
+    rng = np.random.RandomState(7)
+    op, explicit = operators(rng)[0]
+    y = torch.as_tensor(explicit @ vec(low_rank(rng)))
+    (A,) = mk.deep_init(N1, N2, 1, 0.1, G=2, seed=3)
+    hyper = col([0.1, 0.2]), col([1e-2, 1e-1]), col([0.0, 0.05])
+    (deep,) = mk.deep_step([A], op, y, *hyper)
+    torch.testing.assert_close(deep, mk.subgradient_step(A, op, y, *hyper), atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+def test_deep_step_is_gradient_descent_on_the_factors(depth: int) -> None:
+    """With beta* = 0 the update is A_k - alpha * autograd gradient of
+    1/2 ||X(A_1...A_L) - y||^2 + beta2/2 sum_k ||A_k||_F^2 (Lemma D.14)."""
+    rng = np.random.RandomState(depth)
+    for op, explicit in operators(rng):
+        y = torch.as_tensor(explicit @ vec(low_rank(rng)))
+        factors = mk.deep_init(N1, N2, depth, 1.0, G=2, seed=depth)
+        alpha, beta2 = col([0.05, 0.02]), col([0.0, 0.3])
+        stepped = mk.deep_step(factors, op, y, alpha, col([0.0, 0.0]), beta2)
+        leaves = [F.clone().requires_grad_(True) for F in factors]
+        loss = (0.5 * ((op(mk.product(leaves)) - y) ** 2).sum()
+                + sum((0.5 * beta2 * F ** 2).sum() for F in leaves))
+        grads = torch.autograd.grad(loss, leaves)
+        for k, (F, new, grad) in enumerate(zip(factors, stepped, grads)):
+            torch.testing.assert_close(new, F - alpha * grad, atol=1e-13, rtol=0, msg=f"{op.kind} factor {k}")
+
+
+def test_deep_step_with_the_nuclear_term_equals_a_numpy_loop() -> None:
+    rng = np.random.RandomState(8)
+    op, explicit = operators(rng)[1]
+    y = explicit @ vec(low_rank(rng))
+    factors = mk.deep_init(N1, N2, 3, 0.5, G=1, seed=1)
+    F_np = [F[0].numpy().copy() for F in factors]
+    for _ in range(50):
+        factors = mk.deep_step(factors, op, torch.as_tensor(y), col([0.05]), col([0.01]), col([0.1]))
+        A = F_np[0] @ F_np[1] @ F_np[2]
+        G = (explicit.T @ (explicit @ vec(A) - y)).reshape(N2, N1).T
+        grads = [G @ (F_np[1] @ F_np[2]).T, F_np[0].T @ G @ F_np[2].T, (F_np[0] @ F_np[1]).T @ G]
+        F_np = [F - 0.05 * (g + 0.01 * numpy_h(F) + 0.1 * F) for F, g in zip(F_np, grads)]
+    for F, B in zip(factors, F_np):
+        np.testing.assert_allclose(F[0].numpy(), B, atol=1e-10)
+
+
+def test_deep_init() -> None:
+    factors = mk.deep_init(4, 7, 3, 2.0, G=2, init="identity")
+    assert [tuple(F.shape) for F in factors] == [(2, 4, 7), (2, 7, 7), (2, 7, 7)]
+    torch.testing.assert_close(mk.product(factors)[0], 8.0 * torch.eye(4, 7, dtype=torch.float64))
+    a, b = mk.deep_init(30, 40, 2, 1.0, seed=5), mk.deep_init(30, 40, 2, 1.0, seed=5)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], mk.deep_init(30, 40, 2, 1.0, seed=6)[0])
+    for F in a:  # zeta N(0, 1/(entries of the factor))
+        assert abs(F.var().item() * F[0].numel() - 1.0) < 0.1
+    with pytest.raises(ValueError, match="depth must be"):
+        mk.deep_init(4, 7, 0, 1.0)
+    with pytest.raises(ValueError, match="init must be one of"):
+        mk.deep_init(4, 7, 2, 1.0, init="orthogonal")

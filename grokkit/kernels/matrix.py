@@ -10,16 +10,21 @@ with :math:`h(A) = UV^\top` (thin SVD :math:`A = U\Sigma V^\top`) a subgradient 
 (never an N × n1n2 matrix), matrix sensing applies a dense (N, n1n2) matrix to the
 column-major :math:`\operatorname{vec} A`.
 
+The deep factorization :math:`A = \mathcal A_1\cdots\mathcal A_L` (§D.11, eqs. 128–130) keeps its
+factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`).
+
 These are the steps; the loop that runs them (schedule, records, early stop, divergence) is
 :func:`grokkit.kernels.run.run`'s, to be generalised to matrices (issue 8).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from grokkit._checks import show
+from grokkit._checks import check_int, check_option, check_range, check_seed, show
 
 KINDS = ("completion", "sensing")
+DEEP_INITS = ("random", "identity")
 
 
 class Measurements:
@@ -110,6 +115,73 @@ def projected_subgradient_step(A, op, y, alpha, beta_star, beta2, project):
     if beta2 is not None:
         direction = direction + beta2 * A
     return project(A - alpha * direction)
+
+
+def factor_gradients(factors, grad):
+    r"""Lemma D.14 without input checks (the kernels' inner loop; :func:`grokkit.theory.deep_gradients`
+    checks and calls it): :math:`\partial f/\partial\mathcal A_k = (\prod_{i<k}\mathcal A_i)^\top
+    \nabla g(A)(\prod_{i>k}\mathcal A_i)^\top` for k = 1 … L, with prefix and suffix products."""
+    L = len(factors)
+    prefix = [None] * L  # prefix[k] = A_1 ⋯ A_{k-1} (None = I)
+    for k in range(1, L):
+        prefix[k] = factors[0] if k == 1 else prefix[k - 1] @ factors[k - 1]
+    suffix = [None] * L  # suffix[k] = A_{k+1} ⋯ A_L
+    for k in range(L - 2, -1, -1):
+        suffix[k] = factors[L - 1] if k == L - 2 else factors[k + 1] @ suffix[k + 1]
+    out = []
+    for k in range(L):
+        G = grad if prefix[k] is None else prefix[k].swapaxes(-1, -2) @ grad
+        out.append(G if suffix[k] is None else G @ suffix[k].swapaxes(-1, -2))
+    return out
+
+
+def product(factors) -> torch.Tensor:
+    r""":math:`A = \mathcal A_1\cdots\mathcal A_L` for every configuration (eq. 128)."""
+    A = factors[0]
+    for F in factors[1:]:
+        A = A @ F
+    return A
+
+
+def deep_init(n1: int, n2: int, depth: int, init_scale: float, *, G: int = 1, init: str = "random",
+              seed: int = 0) -> list[torch.Tensor]:
+    r"""The L factors :math:`\mathcal A_1 \in \mathbb R^{n_1\times d}`, :math:`\mathcal A_k \in \mathbb R^{d\times d}`,
+    :math:`\mathcal A_L \in \mathbb R^{d\times n_2}`, d = max(n1, n2) (one factor n1 × n2 for L = 1), each
+    (G, d_{k-1}, d_k) in float64, the same for every configuration.
+
+    ``"random"``: :math:`\zeta\,\mathcal N(0, 1/(d_{k-1}d_k))` entries, the paper's
+    :math:`\zeta\mathcal N(0, 1/n)` with n the factor's number of entries (the authors' code's
+    variances), drawn factor after factor from ``RandomState(seed)``. ``"identity"``: the
+    authors' default :math:`\zeta I` (rectangular), so :math:`A^{(1)} = \zeta^L I`."""
+    n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
+    depth, G = check_int("depth", depth, 1), check_int("G", G, 1)
+    init_scale = check_range("init_scale", init_scale, 0.0, closed="left")
+    check_option("init", init, DEEP_INITS)
+    seed = check_seed("seed", seed)
+    d = max(n1, n2)
+    dims = [n1, n2] if depth == 1 else [n1] + [d] * (depth - 1) + [n2]
+    rng = np.random.RandomState(seed)
+    factors = []
+    for rows, cols in zip(dims[:-1], dims[1:]):
+        F = np.eye(rows, cols) if init == "identity" else rng.randn(rows, cols) / np.sqrt(rows * cols)
+        factors.append(torch.as_tensor(init_scale * F, dtype=torch.float64).expand(G, rows, cols).clone())
+    return factors
+
+
+def deep_step(factors, op, y, alpha, beta_star, beta2):
+    r"""One simultaneous update of every factor of the deep factorization (eqs. 128–130, Lemma D.14):
+    :math:`\mathcal A_k \leftarrow (1 - \alpha\beta_2)\mathcal A_k - \alpha(\prod_{i<k}\mathcal A_i)^\top
+    G(A)(\prod_{i>k}\mathcal A_i)^\top - \alpha\beta_* h(\mathcal A_k)`, :math:`G(A) = \mathcal X^*(\mathcal X(A) - y^*)`,
+    for the objective :math:`\tfrac12\|\mathcal X(A) - y^*\|^2 + \tfrac{\beta_2}2\sum_k\|\mathcal A_k\|_F^2
+    + \beta_*\sum_k\|\mathcal A_k\|_*` (spec §3.7: the authors' code is right only for L = 2, β₂ = 0)."""
+    grads = factor_gradients(factors, data_gradient(product(factors), op, y, None))
+    out = []
+    for F, grad in zip(factors, grads):
+        update = grad + beta_star * nuclear_subgradient(F)
+        if beta2 is not None:
+            update = update + beta2 * F
+        out.append(F - alpha * update)
+    return out
 
 
 def affine_projection(op: Measurements, y: torch.Tensor):
