@@ -121,7 +121,7 @@ def no_compute(monkeypatch):
         raise AssertionError("computed before validating the arguments")
 
     for module, name in ((data, "dictionary"), (data, "sparse_signal"), (data, "measurement_matrix"),
-                         (sparse_mod, "check_step_size"), (sparse_mod, "run")):
+                         (sparse_mod, "lambda_max"), (sparse_mod, "check_step_size"), (sparse_mod, "run")):
         monkeypatch.setattr(module, name, computed)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 

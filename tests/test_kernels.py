@@ -320,7 +320,7 @@ def test_stop_periodic_changes_nothing(method, prob):
 def test_stop_periodic_handles_period_two_cycles(prob):
     """A configuration whose iterate alternates between two points, bit for bit."""
     X, y = (torch.as_tensor(a) for a in (prob.X, prob.y))
-    config = run_mod.configurations([0.1, 0.1], 0.0, 0.0, 1.0)
+    config = run_mod.configurations(alpha=[0.1, 0.1], beta1=0.0, beta2=0.0, init_scale=1.0)
     b0 = torch.ones(2, prob.n, dtype=torch.float64)
 
     def step(b, X, y, alpha, beta1, beta2):
@@ -328,9 +328,11 @@ def test_stop_periodic_handles_period_two_cycles(prob):
         return flip
 
     for steps in (1500, 1501):
-        on = run_mod.run("flip", step, X, y, None, config, b0, steps, record_b=True, progress=False)
-        off = run_mod.run("flip", step, X, y, None, config, b0, steps, record_b=True, stop_periodic=False,
-                          progress=False)
+        data = {"X": X, "y": y, "b_star": None}
+        on = run_mod.run(run_mod.SPARSE, "flip", step, data, config, b0, steps, work=1.0, record=True,
+                         progress=False)
+        off = run_mod.run(run_mod.SPARSE, "flip", step, data, config, b0, steps, work=1.0, record=True,
+                          stop_periodic=False, progress=False)
         # cycles are looked for past the dense part of the schedule only (t > dense = 1000)
         assert (on.stopped_at == on.steps[on.steps > 1000][0]).all()
         np.testing.assert_array_equal(on.b, off.b)
@@ -393,7 +395,7 @@ def test_test_error_is_nan_without_b_star(prob):
 
 def test_divergence_is_reported(prob):
     X, y, b_star = prob.tensors("cpu")
-    config = run_mod.configurations([2.0, 0.5 / prob.lambda_max], 1e-3, 0.0, 1.0)
+    config = run_mod.configurations(alpha=[2.0, 0.5 / prob.lambda_max], beta1=1e-3, beta2=0.0, init_scale=1.0)
     b0 = torch.full((2, prob.n), 0.1, dtype=torch.float64)
 
     def step(b, X, y, alpha, beta1, beta2):
@@ -401,7 +403,8 @@ def test_divergence_is_reported(prob):
         return torch.where(alpha > 1.0, b * 1e200, sparse_mod.subgradient_step(b, X, y, alpha, beta1, beta2))
 
     with pytest.warns(RuntimeWarning, match="diverged"):
-        traj = run_mod.run("blowup", step, X, y, b_star, config, b0, 200, progress=False)
+        traj = run_mod.run(run_mod.SPARSE, "blowup", step, {"X": X, "y": y, "b_star": b_star}, config, b0, 200,
+                           work=1.0, progress=False)
     np.testing.assert_array_equal(traj.diverged, [True, False])
     assert np.isfinite(traj.b_final[1]).all()
     for name in ("train_error", "test_error", "l1", "l2", "grad_ratio"):

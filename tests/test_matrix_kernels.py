@@ -128,10 +128,9 @@ def test_projected_iterates_stay_feasible() -> None:
     A_star = low_rank(rng)
     for op, explicit in operators(rng):
         y = torch.as_tensor(explicit @ vec(A_star))
-        project = mk.affine_projection(op, y)
-        A = project(torch.as_tensor(rng.randn(2, N1, N2)))
+        A = op.project(torch.as_tensor(rng.randn(2, N1, N2)), y)
         for _ in range(100):
-            A = mk.projected_subgradient_step(A, op, y, col([0.1, 0.05]), col([1e-2, 1e-1]), None, project)
+            A = mk.projected_subgradient_step(A, op, y, col([0.1, 0.05]), col([1e-2, 1e-1]), None)
             assert (op(A) - y).abs().max() < 1e-12, op.kind
 
 
@@ -234,3 +233,147 @@ def test_deep_init() -> None:
         mk.deep_init(4, 7, 0, 1.0)
     with pytest.raises(ValueError, match="init must be one of"):
         mk.deep_init(4, 7, 2, 1.0, init="orthogonal")
+
+
+# --- the kernels: the steps run in the shared loop ----------------------------------------------
+
+def small_problem(kind: str, seed: int = 0):
+    from grokkit import data
+
+    return data.make_matrix_problem(N1, N2, 2, 20 if kind == "completion" else 24, kind=kind, seed=seed)
+
+
+def operator_of(problem):
+    return problem.mask if problem.kind == "completion" else problem.X
+
+
+@pytest.mark.parametrize("kind", mk.KINDS)
+@pytest.mark.parametrize("method", list(mk.METHODS))
+def test_kernel_records_the_steps_it_takes(kind: str, method: str) -> None:
+    """The kernel's final iterate is the step function iterated, and every record is the
+    curves of the recorded iterate (checked with numpy)."""
+    p = small_problem(kind)
+    config = {"alpha": [0.1, 0.3], "beta_star": [1e-2, 1e-1], "beta2": [0.0, 0.05]}
+    traj = mk.METHODS[method](operator_of(p), p.y, (N1, N2), **config, steps=1500, A_star=p.A_star,
+                              init_scale=0.1, seed=4, record_A=True, stop_periodic=False, device="cpu",
+                              progress=False)
+    op = (mk.Measurements(kind, (N1, N2), mask=torch.as_tensor(p.mask)) if kind == "completion"
+          else mk.Measurements(kind, (N1, N2), X=torch.as_tensor(p.X)))
+    step = {"subgradient": mk.subgradient_step, "proximal": mk.proximal_step,
+            "projected_subgradient": mk.projected_subgradient_step}[method]
+    A = 0.1 * mk.deep_init(N1, N2, 1, 1.0, G=2, seed=4)[0]
+    for _ in range(1500):
+        A = step(A, op, torch.as_tensor(p.y), col(config["alpha"]), col(config["beta_star"]), col(config["beta2"]))
+    np.testing.assert_allclose(traj.A_final, A.numpy(), atol=1e-12)
+    np.testing.assert_allclose(traj.A[:, -1], traj.A_final, atol=0)
+    for g in range(2):
+        for j in (0, 10, len(traj.steps) - 1):
+            B = traj.A[g, j]
+            sv = np.linalg.svd(B, compute_uv=False)
+            np.testing.assert_allclose(traj.singular_values[g, j], sv, atol=1e-12)
+            np.testing.assert_allclose(traj.nuclear[g, j], sv.sum(), rtol=1e-12)
+            np.testing.assert_allclose(traj.train_error[g, j],  # rounding noise once the data are fitted
+                                       np.linalg.norm(p.apply(B) - p.y) / np.linalg.norm(p.y), rtol=1e-10,
+                                       atol=1e-14)
+            np.testing.assert_allclose(traj.test_error[g, j],
+                                       np.linalg.norm(B - p.A_star) / np.linalg.norm(p.A_star), rtol=1e-12)
+            grad = (p.X.T @ (p.X @ B.reshape(-1, order="F") - p.y)).reshape(N2, N1).T if kind == "sensing" \
+                else np.where(p.mask, B - p.A_star, 0.0)
+            grad = grad + config["beta2"][g] * B
+            if np.linalg.norm(grad) < 1e-8:  # an exact fit (projected, beta2 = 0): the ratio divides rounding noise
+                continue
+            np.testing.assert_allclose(traj.grad_ratio[g, j],
+                                       config["beta_star"][g] * np.sqrt(min(N1, N2)) / np.linalg.norm(grad),
+                                       rtol=1e-9)
+
+
+def test_batched_grid_equals_one_configuration_at_a_time() -> None:
+    p = small_problem("completion")
+    grid = {"alpha": np.array([0.1, 0.5, 1.0]), "beta_star": np.array([1e-3, 1e-2, 1e-1])}
+    batched = mk.subgradient(p.mask, p.y, (N1, N2), **grid, steps=3000, A_star=p.A_star, device="cpu",
+                             progress=False)
+    for g in range(3):
+        one = mk.subgradient(p.mask, p.y, (N1, N2), alpha=grid["alpha"][g], beta_star=grid["beta_star"][g],
+                             steps=3000, A_star=p.A_star, device="cpu", progress=False)
+        np.testing.assert_allclose(batched.A_final[g], one.A_final[0], atol=1e-12)
+        np.testing.assert_allclose(batched.test_error[g], one.test_error[0], rtol=1e-10)
+
+
+def test_one_mask_per_configuration() -> None:
+    """A tau or N sweep changes the mask per configuration: (G, n1, n2) masks and (G, N) y."""
+    problems = [small_problem("completion", seed) for seed in (1, 2)]
+    masks = np.stack([q.mask for q in problems])
+    ys = np.stack([q.y for q in problems])
+    stars = np.stack([q.A_star for q in problems])
+    both = mk.proximal(masks, ys, (N1, N2), alpha=0.5, beta_star=1e-2, steps=2000, A_star=stars, device="cpu",
+                       progress=False)
+    for g, q in enumerate(problems):
+        one = mk.proximal(q.mask, q.y, (N1, N2), alpha=0.5, beta_star=1e-2, steps=2000, A_star=q.A_star,
+                          device="cpu", progress=False)
+        np.testing.assert_allclose(both.A_final[g], one.A_final[0], atol=1e-12)
+
+
+def test_measurements_select_keeps_the_configurations_asked_for() -> None:
+    rng = np.random.RandomState(9)
+    masks = torch.as_tensor(np.stack([completion(rng) for _ in range(3)]))
+    X = torch.as_tensor(rng.randn(3, 7, N1 * N2))
+    A = torch.as_tensor(rng.randn(3, N1, N2))
+    keep = torch.tensor([True, False, True])
+    for op in (mk.Measurements("completion", (N1, N2), mask=masks), mk.Measurements("sensing", (N1, N2), X=X)):
+        assert op.batched
+        torch.testing.assert_close(op.select(keep)(A[keep]), op(A)[keep], atol=0, rtol=0)
+
+
+def test_beta_star_zero_from_zero_reaches_the_least_squares_solution() -> None:
+    p = small_problem("completion")
+    traj = mk.subgradient(p.mask, p.y, (N1, N2), alpha=1.0, beta_star=0.0, steps=100, init_scale=0.0,
+                          device="cpu", progress=False)
+    np.testing.assert_allclose(traj.A_final[0], p.A_hat, atol=1e-14)
+
+
+def test_proximal_gradient_reaches_the_convex_solution() -> None:
+    """SVT converges to argmin f, which cvxpy computes (baselines.nuclear_norm_regularized)."""
+    from grokkit import baselines
+
+    p = small_problem("sensing")
+    beta_star, beta2 = 0.05, 0.01
+    traj = mk.proximal(p.X, p.y, (N1, N2), alpha=0.5 / p.lambda_max, beta_star=beta_star, beta2=beta2,
+                       steps=20000, device="cpu", progress=False)
+    solution = baselines.nuclear_norm_regularized(p.X, p.y, (N1, N2), beta_star, beta2)
+    np.testing.assert_allclose(traj.A_final[0], solution.A, atol=1e-5)
+
+
+def test_projected_iterates_fit_the_data_at_every_record() -> None:
+    p = small_problem("sensing")
+    traj = mk.projected_subgradient(p.X, p.y, (N1, N2), alpha=0.1, beta_star=1e-2, steps=3000, device="cpu",
+                                    progress=False)
+    assert traj.train_error[:, 0].min() > 0.5  # the initial point is not projected
+    assert traj.train_error[:, 1:].max() < 1e-12
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda p: mk.subgradient(p.mask, p.y, (N1, N2), alpha=2.0, beta_star=1e-3, steps=10),
+     r"alpha must be in \(0, 2/\(lambda_max \+ beta2\)\) = \(0, 2\) for stability, got 2"),
+    (lambda p: mk.subgradient(p.mask, p.y, (N1, N2), alpha=1.5, beta_star=1e-3, beta2=0.5, steps=10),
+     r"= \(0, 1.33333\) for stability, got 1.5"),
+    (lambda p: mk.subgradient(p.mask, p.y, (N1, N2), alpha=0.1, beta_star=-1.0, steps=10),
+     r"beta_star must be in \[0.0, inf\), got -1.0"),
+    (lambda p: mk.subgradient(p.mask.T, p.y, (N1, N2), alpha=0.1, beta_star=1e-3, steps=10),
+     r"mask must be a boolean tensor of shape \(6, 5\)"),
+    (lambda p: mk.subgradient(p.mask, p.y[:-1], (N1, N2), alpha=0.1, beta_star=1e-3, steps=10),
+     r"y must have N = 20 entries"),
+    (lambda p: mk.subgradient(p.mask, p.y, N1, alpha=0.1, beta_star=1e-3, steps=10),
+     r"shape must be a pair \(n1, n2\), got 6"),
+    (lambda p: mk.subgradient(p.mask, p.y, (N1, N2), alpha=0.1, beta_star=1e-3, steps=10, init="ones"),
+     r"init must be one of"),
+    (lambda p: mk.subgradient(p.mask, np.zeros(20), (N1, N2), alpha=0.1, beta_star=1e-3, steps=10),
+     r"y must be nonzero"),
+    (lambda p: mk.subgradient(p.mask, p.y, (N1, N2), alpha=0.1, beta_star=1e-3, steps=0),
+     r"steps must be"),
+    (lambda p: mk.projected_subgradient(np.ones((40, 30)), np.ones(40), (N1, N2), alpha=1e-3, beta_star=1e-3,
+                                        steps=10),
+     r"projected_subgradient needs rank\(X\) = N <= n1\*n2"),
+])
+def test_bad_input_is_refused(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call(small_problem("completion"))

@@ -13,15 +13,22 @@ column-major :math:`\operatorname{vec} A`.
 The deep factorization :math:`A = \mathcal A_1\cdots\mathcal A_L` (§D.11, eqs. 128–130) keeps its
 factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`).
 
-These are the steps; the loop that runs them (schedule, records, early stop, divergence) is
-:func:`grokkit.kernels.run.run`'s, to be generalised to matrices (issue 8).
+:func:`subgradient`, :func:`projected_subgradient` and :func:`proximal` run the steps in the loop
+every kernel family shares (:func:`grokkit.kernels.run.run`: schedule, records, early stop,
+divergence), with the matrix family's records (:class:`MatrixTrajectory`).
 """
 from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from grokkit._checks import check_int, check_option, check_range, check_seed, show
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
+from grokkit.cache import cached
+from grokkit.kernels.run import (MAX_STEPS, Family, check_step_size, configurations, resolve_device, run)
 
 KINDS = ("completion", "sensing")
 DEEP_INITS = ("random", "identity")
@@ -59,6 +66,40 @@ class Measurements:
                 raise ValueError(f"X must have shape (N, {n1 * n2}) or (G, N, {n1 * n2}) for {n1}x{n2} matrices, "
                                  f"got {'None' if X is None else tuple(X.shape)}")
             self.X, self.N = X, X.shape[-2]
+            self._gram_inv: torch.Tensor | None = None  # (XX^T)^-1, for the projection
+
+    @property
+    def batched(self) -> bool:
+        """Whether the operator is one per configuration (a leading G axis)."""
+        return (self.mask if self.kind == "completion" else self.X).dim() == 3
+
+    def select(self, keep: torch.Tensor) -> Measurements:
+        """The operator of the configurations in ``keep`` (a shared operator is returned as is)."""
+        if not self.batched:
+            return self
+        out = copy.copy(self)
+        if self.kind == "completion":
+            out.mask, out.index = self.mask[keep], self.index[keep]
+        else:
+            out.X = self.X[keep]
+            out._gram_inv = None if self._gram_inv is None else self._gram_inv[keep]
+        return out
+
+    def project(self, A: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        r"""The projection onto :math:`\{A : \mathcal X(A) = y\}` (§D.7). Completion: the observed
+        entries set to ``y``. Sensing: :math:`A - \mathcal X^*((XX^\top)^{-1}(\mathcal X(A) - y))`
+        (X of full row rank)."""
+        G = A.shape[0]
+        if self.kind == "completion":
+            flat = A.reshape(G, -1).clone()
+            flat.scatter_(1, self.index.expand(G, -1), y.expand(G, -1))
+            return flat.reshape(A.shape)
+        if self._gram_inv is None:
+            self._gram_inv = torch.linalg.inv(self.X @ self.X.mT)
+        r = self(A) - y
+        correction = (r @ self._gram_inv.mT if self._gram_inv.dim() == 2
+                      else torch.bmm(self._gram_inv, r.unsqueeze(-1)).squeeze(-1))
+        return A - self.adjoint(correction)
 
     def __call__(self, A: torch.Tensor) -> torch.Tensor:
         r""":math:`\mathcal X(A)` for every matrix of ``A`` (G, n1, n2): shape (G, N)."""
@@ -108,13 +149,15 @@ def proximal_step(A, op, y, alpha, beta_star, beta2):
     return singular_value_threshold(A - alpha * data_gradient(A, op, y, beta2), alpha * beta_star)
 
 
-def projected_subgradient_step(A, op, y, alpha, beta_star, beta2, project):
-    r"""Projected subgradient descent on :math:`\{A : \mathcal X(A) = y^*\}`:
-    :math:`A \leftarrow \Pi(A - \alpha(\beta_2 A + \beta_* h(A)))`, ``project`` the affine projection."""
+def projected_subgradient_step(A, op, y, alpha, beta_star, beta2):
+    r"""Projected subgradient descent on :math:`\{A : \mathcal X(A) = y^*\}` (§D.7):
+    :math:`A \leftarrow \Pi(A - \alpha(\beta_2 A + \beta_* h(A)))`, :math:`\Pi` = :meth:`Measurements.project`.
+    (The authors' code also subtracts the data gradient, which lies in the row space that
+    :math:`\Pi` removes: the same iterates.)"""
     direction = beta_star * nuclear_subgradient(A)
     if beta2 is not None:
         direction = direction + beta2 * A
-    return project(A - alpha * direction)
+    return op.project(A - alpha * direction, y)
 
 
 def factor_gradients(factors, grad):
@@ -184,20 +227,176 @@ def deep_step(factors, op, y, alpha, beta_star, beta2):
     return out
 
 
-def affine_projection(op: Measurements, y: torch.Tensor):
-    r"""The projection onto :math:`\{A : \mathcal X(A) = y\}`. Completion: set the observed
-    entries to ``y``. Sensing: :math:`A - \mathcal X^*((XX^\top)^{-1}(\mathcal X(A) - y))`."""
-    if op.kind == "completion":
-        def project(A: torch.Tensor) -> torch.Tensor:
-            G = A.shape[0]
-            flat = A.reshape(G, -1).clone()
-            flat.scatter_(1, op.index.expand(G, -1), y.expand(G, -1))
-            return flat.reshape(A.shape)
-        return project
-    gram_inv = torch.linalg.inv(op.X @ op.X.mT)
+# ----------------------------------------------------------------------------- the kernels
 
-    def project(A: torch.Tensor) -> torch.Tensor:
-        r = op(A) - y
-        correction = r @ gram_inv.mT if gram_inv.dim() == 2 else torch.bmm(gram_inv, r.unsqueeze(-1)).squeeze(-1)
-        return A - op.adjoint(correction)
-    return project
+CURVES = ("train_error", "test_error", "nuclear", "frobenius", "grad_ratio")
+FINITE = ("train_error", "test_error", "nuclear", "frobenius")
+
+
+@dataclass
+class MatrixTrajectory:
+    r"""Recorded run of G configurations on a matrix problem (numpy, float64).
+
+    ``steps[j]`` is the number of updates at record j (0 is :math:`A^{(1)}`). Curves (G, T):
+    relative training error :math:`\|\mathcal X(A) - y^*\|_2/\|y^*\|_2`, relative recovery error
+    :math:`\|A - A^*\|_F/\|A^*\|_F`, :math:`\|A\|_*`, :math:`\|A\|_F` and the gradient ratio
+    :math:`\|\beta_* h(A)\|_F/\|G_{\beta_2}(A)\|_F` (:math:`\|UV^\top\|_F = \sqrt{\min(n_1, n_2)}` with
+    the thin SVD). ``singular_values`` (G, T, min(n1, n2)) are all the singular values of
+    :math:`A^{(t)}` at each record, in decreasing order. ``A`` holds the iterates (G, T, n1, n2)
+    when recorded. ``stopped_at``, ``diverged``, ``backend``: as in
+    :class:`grokkit.kernels.Trajectory`.
+    """
+
+    method: str
+    steps: np.ndarray
+    config: dict[str, np.ndarray]
+    train_error: np.ndarray
+    test_error: np.ndarray
+    nuclear: np.ndarray
+    frobenius: np.ndarray
+    grad_ratio: np.ndarray
+    singular_values: np.ndarray
+    A: np.ndarray | None
+    A_final: np.ndarray
+    diverged: np.ndarray
+    stopped_at: np.ndarray
+    device: str
+    seconds: float
+    backend: str = "torch"
+
+    def __len__(self) -> int:
+        return self.A_final.shape[0]
+
+    @property
+    def alpha_beta_star(self) -> np.ndarray:
+        r""":math:`\alpha\beta_*` per configuration."""
+        return self.config["alpha"] * self.config["beta_star"]
+
+
+def _observe(A: torch.Tensor, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The :data:`CURVES` (5, g) of every matrix of ``A`` and its singular values (g, min(n1, n2))."""
+    op, y, A_star = data["op"], data["y"], data["A_star"]
+    norm, fro = torch.linalg.vector_norm, (lambda M: torch.linalg.matrix_norm(M, ord="fro"))
+    r = op(A) - y
+    grad = op.adjoint(r) + col["beta2"] * A
+    sv = torch.linalg.svdvals(A)
+    test = (fro(A - A_star) / fro(A_star) if A_star is not None else torch.full_like(sv[:, 0], math.nan))
+    h_norm = col["beta_star"][:, 0, 0] * math.sqrt(min(A.shape[-2:]))
+    return torch.stack([norm(r, dim=-1) / norm(y, dim=-1), test, sv.sum(dim=-1), fro(A), h_norm / fro(grad)]), [sv]
+
+
+def _result(*, curves, iterates, final, traces, **fields) -> MatrixTrajectory:
+    return MatrixTrajectory(**fields, **curves, singular_values=traces["singular_values"], A=iterates, A_final=final)
+
+
+MATRIX = Family(penalty="beta_star", curves=CURVES, finite=FINITE, operands=("op", "y"), target="A_star",
+                evaluate=_observe, result=_result, unbatched={"A_star": 2}, traces=("singular_values",))
+
+
+def _array(name: str, value, ndim: int, what: str) -> np.ndarray:
+    array = np.asarray(value)
+    if array.ndim not in (ndim, ndim + 1):
+        raise ValueError(f"{name} must have shape {what} or (G, {what[1:]}, got shape {array.shape}")
+    return array
+
+
+def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale, init, seed, device):
+    """Validate every argument and move the problem to ``device``; nothing is computed before this."""
+    device = resolve_device(device)
+    check_option("init", init, DEEP_INITS)
+    seed = check_seed("seed", seed)
+    if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
+        raise ValueError(f"shape must be a pair (n1, n2), got {show(shape)}")
+    n1, n2 = check_int("n1", shape[0], 1), check_int("n2", shape[1], 1)
+    config = configurations(alpha=alpha, beta_star=beta_star, beta2=beta2, init_scale=init_scale)
+    operator = np.asarray(operator)
+    kind = "completion" if operator.dtype == bool else "sensing"
+    if kind == "completion":
+        operator = _array("mask", operator, 2, f"({n1}, {n2})")
+    else:
+        operator = _array("X", operator, 2, f"(N, {n1 * n2})")
+        check_finite("X", operator)
+    y = _array("y", y, 1, "(N,)")
+    check_finite("y", y)
+    if not np.linalg.norm(np.atleast_2d(y), axis=-1).all():
+        raise ValueError("y must be nonzero: the relative training error divides by its norm, got all zeros")
+    if A_star is not None:
+        A_star = _array("A_star", A_star, 2, f"({n1}, {n2})")
+        if A_star.shape[-2:] != (n1, n2):
+            raise ValueError(f"A_star must have shape ({n1}, {n2}) or (G, {n1}, {n2}), got {A_star.shape}")
+        check_finite("A_star", A_star)
+        if not np.linalg.norm(A_star.reshape(-1, n1 * n2), axis=-1).all():
+            raise ValueError("A_star must be nonzero: the relative recovery error divides by its norm")
+    G = config["alpha"].size
+    if G == 1:
+        leading = [a.shape[0] for a, k in ((operator, 2), (y, 1), (A_star, 2)) if a is not None and a.ndim == k + 1]
+        G = max(leading, default=1)
+        config = {k: np.repeat(v, G) for k, v in config.items()}
+    for name, array, k in (("operator", operator, 2), ("y", y, 1), ("A_star", A_star, 2)):
+        if array is not None and array.ndim == k + 1 and array.shape[0] != G:
+            raise ValueError(f"{name} has {array.shape[0]} configurations, the grid {G}")
+    op = Measurements(kind, (n1, n2), **{"mask" if kind == "completion" else "X": torch.as_tensor(operator)})
+    if y.shape[-1] != op.N:
+        raise ValueError(f"y must have N = {op.N} entries (the measurements of the operator), got shape {y.shape}")
+    lam = 1.0 if kind == "completion" else torch.linalg.matrix_norm(op.X, ord=2).numpy() ** 2
+    check_step_size(config, lam)
+    if method == "projected_subgradient" and kind == "sensing":
+        if op.N > n1 * n2 or torch.linalg.matrix_rank(op.X).min().item() < op.N:
+            raise ValueError(f"projected_subgradient needs rank(X) = N <= n1*n2 so that {{X(A) = y}} is a "
+                             f"nonempty affine set, got N = {op.N}, n1*n2 = {n1 * n2}")
+    start = deep_init(n1, n2, 1, 1.0, init=init, seed=seed)[0][0]
+    A0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None] * start
+    op = Measurements(kind, (n1, n2), **{"mask" if kind == "completion" else "X":
+                                          torch.as_tensor(operator, dtype=None if kind == "completion"
+                                                          else torch.float64).to(device)})
+    data = {"op": op, "y": torch.as_tensor(y, dtype=torch.float64).to(device),
+            "A_star": None if A_star is None else torch.as_tensor(A_star, dtype=torch.float64).to(device)}
+    return data, config, A0.to(device)
+
+
+def _kernel(method: str, step, rule: str):
+    """The public function of one update rule."""
+    def kernel(operator, y, shape, *, alpha, beta_star, beta2=0.0, steps, A_star=None, init_scale=1e-6,
+               init="random", seed=0, record_A=False, dense=1000, per_decade=100, stop_periodic=True,
+               device="auto", progress=None) -> MatrixTrajectory:
+        steps = check_int("steps", steps, 1, MAX_STEPS)
+        check_int("dense", dense, 0)
+        check_int("per_decade", per_decade, 1)
+        data, config, A0 = _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale,
+                                    init, seed, device)
+        G, (n1, n2) = A0.shape[0], A0.shape[1:]
+        return run(MATRIX, method, step, data, config, A0, steps, work=G * n1 * n2 * (data["op"].N + min(n1, n2)),
+                   record=record_A, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
+                   progress=progress)
+
+    kernel.__name__ = kernel.__qualname__ = method
+    kernel.__doc__ = rf"""{rule}
+
+    ``operator``: a boolean mask (n1, n2) or (G, n1, n2) for matrix completion, or a matrix X
+    (N, n1·n2) or (G, N, n1·n2) for matrix sensing (column-major vec); ``y`` (N,) or (G, N), with
+    completion's entries in row-major order of the mask (``A_star[mask]``); ``shape`` = (n1, n2).
+    ``alpha`` (< 2/(λ_max + β₂), checked; λ_max = 1 for completion), ``beta_star``, ``beta2`` and
+    ``init_scale`` are scalars or (G,) grids (:func:`grokkit.kernels.grid`). ``A_star`` gives the
+    recovery error. :math:`A^{{(1)}} = \zeta\tilde A` with ``init`` "random"
+    (:math:`\mathcal N(0, 1/(n_1n_2))` entries from ``seed``) or "identity". ``record_A`` keeps
+    the iterates; ``dense``, ``per_decade``, ``stop_periodic``, ``device``, ``progress`` as for the
+    sparse kernels (:func:`grokkit.kernels.subgradient`). Returns a :class:`MatrixTrajectory`;
+    raises ``ValueError`` before any compute for a bad input; warns ``RuntimeWarning`` naming the
+    configurations that diverged."""
+    return cached(kernel)
+
+
+subgradient = _kernel(
+    "subgradient", subgradient_step,
+    r"""Subgradient descent on the nuclear norm, eq. (101):
+    :math:`A^{(t+1)} = A^{(t)} - \alpha(G_{\beta_2}(A^{(t)}) + \beta_* h(A^{(t)}))`, :math:`h(A) = UV^\top`.""")
+projected_subgradient = _kernel(
+    "projected_subgradient", projected_subgradient_step,
+    r"""Projected subgradient, §D.7: :math:`A^{(t+1)} = \Pi(A^{(t)} - \alpha(\beta_2 A^{(t)} + \beta_* h(A^{(t)})))`,
+    :math:`\Pi` the projection onto :math:`\{\mathcal X(A) = y^*\}` (sensing needs rank X = N <= n1 n2).""")
+proximal = _kernel(
+    "proximal", proximal_step,
+    r"""Proximal gradient with singular-value thresholding, eq. (127):
+    :math:`A^{(t+1)} = S_{\alpha\beta_*}(A^{(t)} - \alpha G_{\beta_2}(A^{(t)}))`.""")
+
+METHODS = {"subgradient": subgradient, "projected_subgradient": projected_subgradient, "proximal": proximal}

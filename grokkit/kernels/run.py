@@ -1,9 +1,11 @@
-r"""The batched iteration loop shared by every kernel: configuration grids, the logging
-schedule, recorded traces, early stop of exactly periodic configurations, divergence.
+r"""The batched iteration loop shared by every kernel family: configuration grids, the logging
+schedule, recorded curves, early stop of exactly periodic configurations, divergence.
 
-A run holds G configurations as the leading axis of every tensor: the iterate is
-``b`` of shape (G, n), hyper-parameters are columns of shape (G, 1), and the problem
-is shared, ``X`` (N, n), or one per configuration, ``X`` (G, N, n).
+A run holds G configurations as the leading axis of every tensor: the iterate is ``b`` of
+shape (G, n) for sparse recovery or ``A`` of shape (G, n1, n2) for matrices, hyper-parameters
+are columns broadcasting against it ((G, 1) or (G, 1, 1)), and the problem is shared, ``X``
+(N, n), or one per configuration, ``X`` (G, N, n). A :class:`Family` tells :func:`run` what a
+kernel family records and how its data are laid out.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -28,7 +30,6 @@ from grokkit.kernels import fused
 
 HYPER = ("alpha", "beta1", "beta2", "init_scale")
 METRICS = ("train_error", "test_error", "l1", "l2", "grad_ratio")
-_UNBATCHED_DIM = {"X": 2, "P": 2}  # every other row tensor is a vector (y, b_star)
 # Curves whose non-finite values mean divergence; the gradient ratio is not one of them: it
 # is 0/0 or x/0 at an exact fit, where G = 0 (the projected method with tau = 1, say).
 FINITE = ("train_error", "test_error", "l1", "l2")
@@ -132,24 +133,31 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return device
 
 
-def configurations(alpha, beta1, beta2, init_scale) -> dict[str, np.ndarray]:
+def configurations(**hyper) -> dict[str, np.ndarray]:
     r"""Broadcast scalar or (G,) hyper-parameters to (G,) float arrays, checking each value:
-    :math:`\alpha \in (0, \infty)`, the others in :math:`[0, \infty)`, no grid empty."""
-    raw = {"alpha": alpha, "beta1": beta1, "beta2": beta2, "init_scale": init_scale}
+    :math:`\alpha \in (0, \infty)`, the others (``beta1`` or ``beta_star``, ``beta2``,
+    ``init_scale``) in :math:`[0, \infty)`, no grid empty."""
     arrays = {k: np.atleast_1d(check_grid(k, v, 0.0, closed="neither" if k == "alpha" else "left"))
-              for k, v in raw.items()}
+              for k, v in hyper.items()}
     sizes = {a.size for a in arrays.values()} - {1}
     if len(sizes) > 1 or any(a.ndim != 1 for a in arrays.values()):
         shapes = {k: a.shape for k, a in arrays.items()}
-        raise ValueError(f"alpha, beta1, beta2 and init_scale must be scalars or 1-D of one length G, got shapes {shapes}")
+        names = list(hyper)
+        raise ValueError(f"{', '.join(names[:-1])} and {names[-1]} must be scalars or 1-D of one length G, "
+                         f"got shapes {shapes}")
     G = sizes.pop() if sizes else 1
     return {k: np.broadcast_to(a, (G,)).copy() for k, a in arrays.items()}
 
 
-def check_step_size(X: torch.Tensor, config: dict[str, np.ndarray]) -> np.ndarray:
-    r"""Raise unless :math:`\alpha < 2/(\lambda_\max(\tilde X^\top\tilde X) + \beta_2)` for every
-    configuration (the stability condition of Theorem 2.1); return :math:`\lambda_\max` per configuration."""
-    lam = torch.linalg.matrix_norm(X, ord=2).cpu().numpy() ** 2
+def lambda_max(X: torch.Tensor) -> np.ndarray:
+    r""":math:`\lambda_\max(X^\top X) = \|X\|_2^2`, per configuration for a batched X (G, N, n)."""
+    return torch.linalg.matrix_norm(X, ord=2).cpu().numpy() ** 2
+
+
+def check_step_size(config: dict[str, np.ndarray], lam) -> None:
+    r"""Raise unless :math:`\alpha < 2/(\lambda_\max + \beta_2)` for every configuration (the
+    stability condition of Theorems 2.1 and 2.2), ``lam`` the largest eigenvalue of the data term's
+    Hessian (a scalar or one per configuration)."""
     lam = np.broadcast_to(lam, config["alpha"].shape)
     limit = 2.0 / (lam + config["beta2"])
     bad = np.flatnonzero(config["alpha"] >= limit)
@@ -159,7 +167,6 @@ def check_step_size(X: torch.Tensor, config: dict[str, np.ndarray]) -> np.ndarra
             f"alpha must be in (0, 2/(lambda_max + beta2)) = (0, {limit[g]:.6g}) for stability, "
             f"got {config['alpha'][g]:g} (configuration {g}: beta2={config['beta2'][g]:g}, "
             f"lambda_max={lam[g]:.6g}; {bad.size} configuration(s) above the limit)")
-    return lam
 
 
 class Progress:
@@ -237,77 +244,134 @@ def gradient(X: torch.Tensor, r: torch.Tensor, plus: torch.Tensor) -> torch.Tens
     return torch.addmm(plus, r, X) if X.dim() == 2 else apply_t(X, r) + plus
 
 
-def _metrics(b, X, y, b_star, beta1, beta2) -> torch.Tensor:
-    r"""The :data:`METRICS` of every row of ``b``, stacked: shape (5, g).
+def _metrics(b, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    r"""The :data:`METRICS` of every row of ``b``, stacked: shape (5, g), and no traces.
 
     :math:`\|\beta_1 h(b)\|_2 = \beta_1\sqrt{\#\{i: b_i \ne 0\}}` for :math:`h = \operatorname{sign}`."""
     norm = torch.linalg.vector_norm
+    X, y, b_star = data["X"], data["y"], data["b_star"]
     r = residual(X, b, y)
-    G = gradient(X, r, beta2 * b)
+    G = gradient(X, r, col["beta2"] * b)
     test = (norm(b - b_star, dim=-1) / norm(b_star, dim=-1) if b_star is not None
             else torch.full_like(b[:, 0], math.nan))
-    h_norm = beta1[:, 0] * torch.count_nonzero(b, dim=-1).to(b.dtype).sqrt()
+    h_norm = col["beta1"][:, 0] * torch.count_nonzero(b, dim=-1).to(b.dtype).sqrt()
     return torch.stack([norm(r, dim=-1) / norm(y, dim=-1), test, norm(b, 1, dim=-1), norm(b, dim=-1),
-                        h_norm / norm(G, dim=-1)])
+                        h_norm / norm(G, dim=-1)]), []
+
+
+@dataclass(frozen=True)
+class Family:
+    """What :func:`run` needs to know of a kernel family.
+
+    ``penalty`` names the coefficient of the family's penalty (``beta1``, ``beta_star``);
+    ``curves`` the recorded curves, in the order ``evaluate(x, data, col)`` returns them as a
+    (len(curves), g) tensor, together with one (g, k) tensor per name of ``traces`` (vectors
+    recorded at every record, such as singular values); ``finite`` the curves whose non-finite
+    values mean divergence. The step is called as ``step(x, *operands, alpha, penalty, beta2,
+    **extra)``, with ``operands`` and ``target`` (the ground truth, optional) named in ``data`` and
+    every other item of ``data`` passed by keyword. A data tensor is one per configuration when it
+    has one axis more than ``unbatched`` gives it (default 1); a data object (an operator) says so
+    with ``batched`` and is subset with ``select``. ``result`` builds the family's trajectory from
+    the recorded fields; ``fused`` allows :mod:`grokkit.kernels.fused` on the CPU.
+    """
+
+    penalty: str
+    curves: tuple[str, ...]
+    finite: tuple[str, ...]
+    operands: tuple[str, ...]
+    target: str
+    evaluate: Callable
+    result: Callable
+    unbatched: dict = field(default_factory=dict)
+    traces: tuple[str, ...] = ()
+    fused: bool = False
+
+
+def _sparse_result(*, curves, iterates, final, traces, **fields) -> Trajectory:
+    return Trajectory(**fields, **curves, b=iterates, b_final=final)
+
+
+SPARSE = Family(penalty="beta1", curves=METRICS, finite=FINITE, operands=("X", "y"), target="b_star",
+                evaluate=_metrics, result=_sparse_result, unbatched={"X": 2, "P": 2}, fused=True)
+
+
+def _batched(value, unbatched: int) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.dim() == unbatched + 1
+    return bool(getattr(value, "batched", False))
+
+
+def _select(value, keep: torch.Tensor):
+    return value[keep] if isinstance(value, torch.Tensor) else value.select(keep)
 
 
 class _Records:
-    """Recorded curves (5, G, T) and iterates (G, T, n) of a run, kept on its device."""
+    """Recorded curves (M, G, T), traces (G, T, k) and iterates (G, T, *shape) of a run, on its device."""
 
-    def __init__(self, G: int, T: int, n: int, record_b: bool, device: torch.device):
-        if record_b and G * T * n * 8 > 4e9:
-            raise ValueError(f"record_b would keep {G * T * n * 8 / 1e9:.1f} GB of iterates; "
+    def __init__(self, G: int, T: int, shape: tuple, n_curves: int, record: bool, device: torch.device):
+        size = G * T * math.prod(shape) * 8
+        if record and size > 4e9:
+            raise ValueError(f"recording the iterates would keep {size / 1e9:.1f} GB; "
                              "lower per_decade or dense, or run fewer configurations")
-        kw = {"dtype": torch.float64, "device": device}
-        self.curves = torch.full((len(METRICS), G, T), math.nan, **kw)
-        self.b = torch.full((G, T, n), math.nan, **kw) if record_b else None
-        self.b_final = torch.full((G, n), math.nan, **kw)
+        self.kw = {"dtype": torch.float64, "device": device}
+        self.G, self.T = G, T
+        self.curves = torch.full((n_curves, G, T), math.nan, **self.kw)
+        self.traces: list[torch.Tensor] | None = None
+        self.x = torch.full((G, T, *shape), math.nan, **self.kw) if record else None
+        self.final = torch.full((G, *shape), math.nan, **self.kw)
 
-    def write(self, rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, b: torch.Tensor) -> None:
-        """Record ``values`` (5, g) and iterates ``b`` (g, n) of ``rows`` at every column in ``cols``."""
+    def write(self, rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, traces: list[torch.Tensor],
+              x: torch.Tensor) -> None:
+        """Record ``values`` (M, g), ``traces`` [(g, k)] and iterates ``x`` (g, ...) of ``rows`` at every
+        column in ``cols``."""
         self.curves[:, rows[:, None], cols[None, :]] = values[:, :, None]
-        if self.b is not None:
-            self.b[rows[:, None], cols[None, :]] = b[:, None, :]
+        if self.traces is None:
+            self.traces = [torch.full((self.G, self.T, t.shape[-1]), math.nan, **self.kw) for t in traces]
+        for store, t in zip(self.traces, traces):
+            store[rows[:, None], cols[None, :]] = t[:, None, :]
+        if self.x is not None:
+            self.x[rows[:, None], cols[None, :]] = x[:, None]
 
 
-def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: torch.Tensor | None,
-        config: dict[str, np.ndarray], b0: torch.Tensor, steps: int, *, extra: dict | None = None,
-        record_b: bool = False, dense: int = 1000, per_decade: int = 100, stop_periodic: bool = True,
-        progress: bool | None = None) -> Trajectory:
-    """Iterate ``b <- step(b, X, y, alpha, beta1, beta2, **extra)`` ``steps`` times for every
-    configuration and record the traces on :func:`log_schedule`. ``beta2`` is passed as None
-    when it is 0 for every configuration, so that steps can skip its terms.
+def run(family: Family, method: str, step: Callable, data: dict, config: dict[str, np.ndarray],
+        x0: torch.Tensor, steps: int, *, work: float, record: bool = False, dense: int = 1000,
+        per_decade: int = 100, stop_periodic: bool = True, progress: bool | None = None):
+    """Iterate ``x <- step(x, *operands, alpha, penalty, beta2, **extra)`` ``steps`` times for every
+    configuration of ``config`` and record the family's curves on :func:`log_schedule`
+    (and the iterates if ``record``). ``beta2`` is passed as None when it is 0 for every
+    configuration, so that steps can skip its terms. ``work`` estimates the multiply-adds of
+    one step of all configurations (small problems run on one CPU thread).
 
-    Tensors whose leading axis is the configuration axis (``b0``; ``X``, ``y``,
-    ``b_star`` and the tensors in ``extra`` when batched) shrink together when a
-    configuration stops (exactly periodic) or diverges (non-finite iterate, or non-finite
-    value on a curve of :data:`FINITE`; ``test_error`` only with ``b_star``), so finished
-    configurations cost nothing; the numbers recorded are those of a full run, up to
+    Data whose leading axis is the configuration axis (:class:`Family`) shrink with the
+    iterates when a configuration stops (exactly periodic) or diverges (non-finite iterate, or
+    non-finite value on a curve of ``family.finite``; ``test_error`` only with a target), so
+    finished configurations cost nothing; the numbers recorded are those of a full run, up to
     rounding (a smaller batch may round differently, ~1e-16).
     ``progress=None`` shows a progress bar only on a terminal.
     """
     t_start = time.perf_counter()
-    device, (G, n) = b0.device, b0.shape
+    device, G = x0.device, x0.shape[0]
     sched = log_schedule(steps, dense, per_decade)
     cols = torch.arange(sched.size, device=device)
-    rec = _Records(G, sched.size, n, record_b, device)
-    state = _State(method, X, y, b_star, extra or {}, config, b0)
-    watched = [METRICS.index(k) for k in FINITE if b_star is not None or k != "test_error"]
+    rec = _Records(G, sched.size, tuple(x0.shape[1:]), len(family.curves), record, device)
+    state = _State(family, method, data, config, x0)
+    watched = [family.curves.index(k) for k in family.finite
+               if data.get(family.target) is not None or k != "test_error"]
     diverged, stopped_at = np.zeros(G, dtype=bool), np.full(G, -1, dtype=np.int64)
     bar = Progress(method, steps, progress)
-    with cpu_threads(device, G * X.shape[-2] * n):
+    with cpu_threads(device, work):
         t = 0
         for j, t_next in enumerate(sched):
             state.advance(step, int(t_next) - t)
             bar.update(int(t_next) - t)
             t = int(t_next)
-            values = state.metrics(state.b)
-            rec.write(state.rows, cols[j:j + 1], values, state.b)
-            done = ~torch.isfinite(state.b).all(dim=1) | ~torch.isfinite(values[watched]).all(dim=0)
+            values, traces = state.observe(state.x)
+            rec.write(state.rows, cols[j:j + 1], values, traces, state.x)
+            done = ~torch.isfinite(state.x).flatten(1).all(dim=1) | ~torch.isfinite(values[watched]).all(dim=0)
             if done.any():
                 diverged[state.rows[done].cpu().numpy()] = True
             if stop_periodic and t > dense and j + 1 < sched.size:
-                periodic = state.record_cycles(rec, values, sched, j, steps) & ~done
+                periodic = state.record_cycles(rec, values, traces, sched, j, steps) & ~done
                 stopped_at[state.rows[periodic].cpu().numpy()] = t
                 done |= periodic
             if done.any():
@@ -315,76 +379,82 @@ def run(method: str, step: Callable, X: torch.Tensor, y: torch.Tensor, b_star: t
                 if state.rows.numel() == 0:
                     break
     bar.close()
-    rec.b_final[state.rows] = state.b
+    rec.final[state.rows] = state.x
     if diverged.any():
         warnings.warn(f"{method}: {diverged.sum()} configuration(s) diverged (non-finite iterates or curves): "
-                      + ", ".join(f"#{g} (alpha={config['alpha'][g]:g}, beta1={config['beta1'][g]:g}, "
+                      + ", ".join(f"#{g} (alpha={config['alpha'][g]:g}, {family.penalty}={config[family.penalty][g]:g}, "
                                   f"beta2={config['beta2'][g]:g})" for g in np.flatnonzero(diverged)),
                       RuntimeWarning, stacklevel=3)
-    curves = dict(zip(METRICS, rec.curves.cpu().numpy()))
-    return Trajectory(method=method, steps=sched, config=config, b=None if rec.b is None else rec.b.cpu().numpy(),
-                      b_final=rec.b_final.cpu().numpy(), diverged=diverged, stopped_at=stopped_at, device=str(device),
-                      seconds=time.perf_counter() - t_start, backend="torch" if state.fused is None else "fused",
-                      **curves)
+    return family.result(
+        method=method, steps=sched, config=config, curves=dict(zip(family.curves, rec.curves.cpu().numpy())),
+        traces=dict(zip(family.traces, [t.cpu().numpy() for t in rec.traces or []])),
+        iterates=None if rec.x is None else rec.x.cpu().numpy(), final=rec.final.cpu().numpy(),
+        diverged=diverged, stopped_at=stopped_at, device=str(device), seconds=time.perf_counter() - t_start,
+        backend="torch" if state.fused is None else "fused")
 
 
 class _State:
     """The iterates of the configurations still running, with their hyper-parameters and data."""
 
-    def __init__(self, method: str, X, y, b_star, extra: dict, config: dict[str, np.ndarray], b0: torch.Tensor):
-        device = b0.device
-        self.fused = (fused.FusedSteps(method, X, y, config["alpha"], config["beta1"], config["beta2"], b0,
-                                       extra.get("P")) if fused.usable(method, X, y) else None)
-        self.col = {k: torch.as_tensor(config[k], dtype=b0.dtype, device=device)[:, None]
-                    for k in ("alpha", "beta1", "beta2")}
+    def __init__(self, family: Family, method: str, data: dict, config: dict[str, np.ndarray], x0: torch.Tensor):
+        device = x0.device
+        self.family = family
+        self.fused = (fused.FusedSteps(method, data["X"], data["y"], config["alpha"], config[family.penalty],
+                                       config["beta2"], x0, data.get("P"))
+                      if family.fused and fused.usable(method, data["X"], data["y"]) else None)
+        column = (-1,) + (1,) * (x0.dim() - 1)
+        self.col = {k: torch.as_tensor(config[k], dtype=x0.dtype, device=device).reshape(column)
+                    for k in ("alpha", family.penalty, "beta2")}
         self.ridge = bool(np.any(config["beta2"]))
-        self.data = {"X": X, "y": y, "b_star": b_star, **extra}
-        self.extra = tuple(extra)
-        self.batched = {k for k, v in self.data.items() if v is not None and v.dim() == _UNBATCHED_DIM.get(k, 1) + 1}
-        self.rows = torch.arange(b0.shape[0], device=device)
-        self.b = self.b_prev = self.b_prev2 = b0
+        self.data = dict(data)
+        self.extra = tuple(k for k in data if k not in family.operands and k != family.target)
+        self.batched = {k for k, v in data.items() if v is not None and _batched(v, family.unbatched.get(k, 1))}
+        self.rows = torch.arange(x0.shape[0], device=device)
+        self.x = self.x_prev = self.x_prev2 = x0
 
     def advance(self, step: Callable, k: int) -> None:
         """``k`` updates; the two previous iterates are kept to detect cycles."""
         if self.fused is not None:
             self.fused.advance(k)
-            self.b = self.fused.iterate()
+            self.x = self.fused.iterate()
             return
-        X, y, c = self.data["X"], self.data["y"], self.col
-        beta2 = c["beta2"] if self.ridge else None
+        operands = [self.data[name] for name in self.family.operands]
+        c = self.col
+        hyper = (c["alpha"], c[self.family.penalty], c["beta2"] if self.ridge else None)
         extra = {name: self.data[name] for name in self.extra}
         for _ in range(k):
-            self.b_prev2, self.b_prev, self.b = self.b_prev, self.b, step(self.b, X, y, c["alpha"], c["beta1"],
-                                                                          beta2, **extra)
+            self.x_prev2, self.x_prev, self.x = self.x_prev, self.x, step(self.x, *operands, *hyper, **extra)
 
-    def metrics(self, b: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def observe(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The curves (M, g) and traces of the iterates ``x`` of the running rows (``mask``: some of them)."""
         data, col = self.data, self.col
         if mask is not None:
-            data = {**data, **{k: data[k][mask] for k in self.batched}}
+            data = {**data, **{k: _select(data[k], mask) for k in self.batched}}
             col = {k: v[mask] for k, v in col.items()}
-        return _metrics(b, data["X"], data["y"], data["b_star"], col["beta1"], col["beta2"])
+        return self.family.evaluate(x, data, col)
 
-    def record_cycles(self, rec: _Records, values: torch.Tensor, sched: np.ndarray, j: int,
-                      steps: int) -> torch.Tensor:
+    def record_cycles(self, rec: _Records, values: torch.Tensor, traces: list[torch.Tensor], sched: np.ndarray,
+                      j: int, steps: int) -> torch.Tensor:
         """Find rows whose iterate repeats exactly with period 1 or 2, fill their remaining
         records (and final iterate) from the cycle, and return them as a mask."""
         if self.fused is not None:
-            self.b_prev, self.b_prev2 = self.fused.iterate(1), self.fused.iterate(2)
-        fixed = (self.b == self.b_prev).all(dim=1)
-        cycle = (self.b == self.b_prev2).all(dim=1) & ~fixed
+            self.x_prev, self.x_prev2 = self.fused.iterate(1), self.fused.iterate(2)
+        fixed = (self.x == self.x_prev).flatten(1).all(dim=1)
+        cycle = (self.x == self.x_prev2).flatten(1).all(dim=1) & ~fixed
         periodic = fixed | cycle
         if not periodic.any():
             return periodic
         t = int(sched[j])
-        future = torch.as_tensor(sched[j + 1:], device=self.b.device)
+        future = torch.as_tensor(sched[j + 1:], device=self.x.device)
         odd = (future - t) % 2 == 1
-        cols = torch.arange(j + 1, sched.size, device=self.b.device)
-        rec.write(self.rows[fixed], cols, values[:, fixed], self.b[fixed])
-        rec.write(self.rows[cycle], cols[~odd], values[:, cycle], self.b[cycle])
-        rec.write(self.rows[cycle], cols[odd], self.metrics(self.b_prev[cycle], cycle), self.b_prev[cycle])
-        last = self.b_prev if (steps - t) % 2 == 1 else self.b
-        rec.b_final[self.rows[fixed]] = self.b[fixed]
-        rec.b_final[self.rows[cycle]] = last[cycle]
+        cols = torch.arange(j + 1, sched.size, device=self.x.device)
+        rec.write(self.rows[fixed], cols, values[:, fixed], [v[fixed] for v in traces], self.x[fixed])
+        rec.write(self.rows[cycle], cols[~odd], values[:, cycle], [v[cycle] for v in traces], self.x[cycle])
+        previous, previous_traces = self.observe(self.x_prev[cycle], cycle)
+        rec.write(self.rows[cycle], cols[odd], previous, previous_traces, self.x_prev[cycle])
+        last = self.x_prev if (steps - t) % 2 == 1 else self.x
+        rec.final[self.rows[fixed]] = self.x[fixed]
+        rec.final[self.rows[cycle]] = last[cycle]
         return periodic
 
     def drop(self, done: torch.Tensor) -> None:
@@ -392,9 +462,9 @@ class _State:
         keep = ~done
         if self.fused is not None:
             self.fused.keep(keep.cpu().numpy())
-            self.b = self.fused.iterate()
+            self.x = self.fused.iterate()
         else:
-            self.b, self.b_prev, self.b_prev2 = self.b[keep], self.b_prev[keep], self.b_prev2[keep]
+            self.x, self.x_prev, self.x_prev2 = self.x[keep], self.x_prev[keep], self.x_prev2[keep]
         self.col = {k: v[keep] for k, v in self.col.items()}
-        self.data = {**self.data, **{k: self.data[k][keep] for k in self.batched}}
+        self.data = {**self.data, **{k: _select(self.data[k], keep) for k in self.batched}}
         self.rows = self.rows[keep]

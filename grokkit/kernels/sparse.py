@@ -16,8 +16,8 @@ import torch
 
 from grokkit._checks import check_finite, check_int, check_option, check_seed
 from grokkit.cache import cached
-from grokkit.kernels.run import (MAX_STEPS, Trajectory, apply, check_step_size, configurations, gradient,
-                                 residual, resolve_device, run)
+from grokkit.kernels.run import (MAX_STEPS, SPARSE, Trajectory, apply, check_step_size, configurations,
+                                 gradient, lambda_max, residual, resolve_device, run)
 
 INITS = ("random", "constant")
 
@@ -87,7 +87,7 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
     device = resolve_device(device)
     check_option("init", init, INITS)
     seed = check_seed("seed", seed)
-    config = configurations(alpha, beta1, beta2, init_scale)
+    config = configurations(alpha=alpha, beta1=beta1, beta2=beta2, init_scale=init_scale)
     G = config["alpha"].size
     if G == 1:
         G = max(_leading(X, 2), _leading(y, 1), _leading(b_star, 1) if b_star is not None else 1)
@@ -110,7 +110,7 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
         check_finite("b_star", b_star)
         _nonzero("b_star", b_star, "recovery")
         b_star = b_star.to(device)
-    check_step_size(X, config)
+    check_step_size(config, lambda_max(X))
     z = (torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / n ** 0.5
          if init == "random" else torch.ones(n, dtype=torch.float64))
     b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * z
@@ -189,8 +189,9 @@ def _kernel(method: str, step, rule: str, extra=None):
         check_int("dense", dense, 0)
         check_int("per_decade", per_decade, 1)
         X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device)
-        return run(method, step, X, y, b_star, config, b0, steps, extra=extra(X) if extra else None,
-                   record_b=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
+        data = {"X": X, "y": y, "b_star": b_star, **(extra(X) if extra else {})}
+        return run(SPARSE, method, step, data, config, b0, steps, work=b0.shape[0] * X.shape[-2] * X.shape[-1],
+                   record=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
                    progress=progress)
 
     kernel.__name__ = kernel.__qualname__ = method
