@@ -335,10 +335,11 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
     for name, array, k in (("operator", operator, 2), ("y", y, 1), ("A_star", A_star, 2)):
         if array is not None and array.ndim == k + 1 and array.shape[0] != G:
             raise ValueError(f"{name} has {array.shape[0]} configurations, the grid {G}")
-    op = Measurements(kind, (n1, n2), **{"mask" if kind == "completion" else "X": torch.as_tensor(operator)})
+    tensor = torch.as_tensor(operator, dtype=torch.bool if kind == "completion" else torch.float64).to(device)
+    op = Measurements(kind, (n1, n2), **{"mask" if kind == "completion" else "X": tensor})
     if y.shape[-1] != op.N:
         raise ValueError(f"y must have N = {op.N} entries (the measurements of the operator), got shape {y.shape}")
-    lam = 1.0 if kind == "completion" else torch.linalg.matrix_norm(op.X, ord=2).numpy() ** 2
+    lam = 1.0 if kind == "completion" else torch.linalg.matrix_norm(op.X, ord=2).cpu().numpy() ** 2
     check_step_size(config, lam)
     if method == "projected_subgradient" and kind == "sensing":
         if op.N > n1 * n2 or torch.linalg.matrix_rank(op.X).min().item() < op.N:
@@ -346,9 +347,6 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
                              f"nonempty affine set, got N = {op.N}, n1*n2 = {n1 * n2}")
     start = deep_init(n1, n2, 1, 1.0, init=init, seed=seed)[0][0]
     A0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None] * start
-    op = Measurements(kind, (n1, n2), **{"mask" if kind == "completion" else "X":
-                                          torch.as_tensor(operator, dtype=None if kind == "completion"
-                                                          else torch.float64).to(device)})
     data = {"op": op, "y": torch.as_tensor(y, dtype=torch.float64).to(device),
             "A_star": None if A_star is None else torch.as_tensor(A_star, dtype=torch.float64).to(device)}
     return data, config, A0.to(device)
