@@ -146,60 +146,147 @@ def mark_times(ax, t1: float | None, t2: float | None, arrow: bool = True) -> No
                     bbox={"fc": "white", "ec": "none", "pad": 2})
 
 
+def _symbols(traj) -> dict[str, str]:
+    """The paper's symbols for a sparse (:class:`grokkit.kernels.Trajectory`) or a matrix
+    (:class:`grokkit.kernels.matrix.MatrixTrajectory`) run."""
+    if hasattr(traj, "singular_values"):
+        return {"train": r"$\|\mathcal{X}(A^{(t)})-y^*\|_2/\|y^*\|_2$", "test": r"$\|A^{(t)}-A^*\|_F/\|A^*\|_F$",
+                "ratio": r"$\|\beta_* h(A^{(t)})\|_F/\|G_{\beta_2}(A^{(t)})\|_F$",
+                "norm": r"$\|A^{(t)}\|_*$", "target": r"$\|A^*\|_*$"}
+    return {"train": r"$\|\tilde Xb^{(t)}-y^*\|_2/\|y^*\|_2$", "test": r"$\|b^{(t)}-b^*\|_2/\|b^*\|_2$",
+            "ratio": r"$\|\beta_1 h(b^{(t)})\|_2/\|G_{\beta_2}(b^{(t)})\|_2$",
+            "norm": r"$\|b^{(t)}\|_1$", "target": r"$\|b^*\|_1$"}
+
+
 def error_curves(ax, traj, g: int = 0, label_prefix: str = "") -> None:
-    """Relative training (solid) and recovery (dashed) errors of configuration ``g`` against t (log-log)."""
-    t = np.maximum(traj.steps, 1)
-    ax.loglog(t, traj.train_error[g], color=TRAIN, label=label_prefix + r"train $\|\tilde Xb^{(t)}-y^*\|_2/\|y^*\|_2$")
-    ax.loglog(t, traj.test_error[g], color=TEST, ls="--", label=label_prefix + r"recovery $\|b^{(t)}-b^*\|_2/\|b^*\|_2$")
+    """Relative training (solid) and recovery (dashed) errors of configuration ``g`` against t
+    (log-log), for a sparse or a matrix run."""
+    t, sym = np.maximum(traj.steps, 1), _symbols(traj)
+    ax.loglog(t, traj.train_error[g], color=TRAIN, label=label_prefix + "train " + sym["train"])
+    ax.loglog(t, traj.test_error[g], color=TEST, ls="--", label=label_prefix + "recovery " + sym["test"])
     ax.set_xlabel("$t$")
     ax.set_ylabel("relative error")
 
 
-def figure1(alpha_beta1, t2, t2_pred, err_t2, title: str | None = None):
-    r"""Figure 1: :math:`t_2` (circles) and its prediction (stars) on the left axis, the error at
-    :math:`t_2` (squares) and :math:`\alpha\beta_1` (crosses) on the right, against :math:`\alpha\beta_1`."""
+def time_against_ab(alpha_beta, t2, t2_pred, err_t2, *, penalty: str = r"\beta_1",
+                    prediction: str = r"\|\hat b\|_\infty", error: str = r"\|b^{(t_2)}-b^*\|_2",
+                    title: str | None = None):
+    r"""Time against :math:`\alpha\beta` (Figures 1 and 5): :math:`t_2` (circles) and its
+    prediction ``prediction``/(αβ) (stars) on the left axis; the error at :math:`t_2`
+    (squares) and αβ itself (crosses) on the right. ``penalty`` is the coefficient's symbol
+    (``r"\beta_1"``, ``r"\beta_*"``), ``error`` the measured error's."""
+    ab = rf"\alpha{penalty}"
     fig, ax = new_figure()
-    ax.loglog(alpha_beta1, t2, "o", color=TRAIN, label="$t_2$ (measured)")
-    ax.loglog(alpha_beta1, t2_pred, "*", color=TRAIN, alpha=0.5, ms=10,
-              label=r"$\|\hat b\|_\infty/(\alpha\beta_1)$ (predicted)")
-    ax.set_xlabel(r"$\alpha\beta_1$")
+    ax.loglog(alpha_beta, t2, "o", color=TRAIN, label="$t_2$ (measured)")
+    ax.loglog(alpha_beta, t2_pred, "*", color=TRAIN, alpha=0.5, ms=10, label=rf"${prediction}/({ab})$ (predicted)")
+    ax.set_xlabel(f"${ab}$")
     ax.set_ylabel("$t_2$", color=TRAIN)
     right = twin(ax, TEST, "recovery error at $t_2$")
-    right.loglog(alpha_beta1, err_t2, "s", color=TEST, label=r"$\|b^{(t_2)}-b^*\|_2$ (measured)")
-    right.loglog(alpha_beta1, alpha_beta1, "x", color=TEST, alpha=0.6, label=r"$\alpha\beta_1$ (predicted scale)")
+    right.loglog(alpha_beta, err_t2, "s", color=TEST, label=f"${error}$ (measured)")
+    right.loglog(alpha_beta, alpha_beta, "x", color=TEST, alpha=0.6, label=f"${ab}$ (predicted scale)")
     legend_outside(fig, [ax, right])
     if title:
         ax.set_title(title)
     return fig
 
 
-def figure2(traj, t1: float, t2: float, b_star: np.ndarray, g: int = 0):
-    r"""Figure 2: (i) errors and the gradient ratio :math:`\|\beta_1h(b)\|/\|G_{\beta_2}(b)\|`;
-    (ii) errors and :math:`\|b^{(t)}\|_1` against :math:`\|b^*\|_1`; (iii) every component
-    :math:`b_i^{(t)}` (support of :math:`b^*` in colour)."""
+def components(ax, t, values, highlight=None, label: str = "b") -> None:
+    r"""Every component of a recorded vector against t (log x), ``values`` (T, k). With
+    ``highlight`` (indices: the support of :math:`b^*`) those are coloured and labelled
+    :math:`{label}_i`, the others grey, on a linear y axis. Without it (singular values) every
+    component is coloured by its index (viridis, :math:`{label}_1` the largest) on a log y
+    axis, where the spurious values that oscillate in :math:`[0, \alpha\beta_*)` stay visible."""
+    k = values.shape[1]
+    colors = plt.cm.viridis(np.linspace(0, 0.9, k))
+    for i in range(k):
+        on = highlight is None or i in highlight
+        ax.plot(t, values[:, i], color=colors[i] if highlight is None else (None if on else "0.6"),
+                lw=1.2 if on else 0.6, zorder=3 if on else 2,
+                label=(f"${label}_{{{i + 1}}}$" if highlight is None else f"${label}_{{{i}}}$") if on else None)
+    ax.set_xscale("log")
+    if highlight is None:
+        ax.set_yscale("log")
+    else:
+        ax.axhline(0.0, color="k", lw=0.6)
+    ax.set_ylabel(f"${label}_i^{{(t)}}$")
+
+
+def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0):
+    r"""The grokking mechanism in three panels (Figures 2, 4, 43 and 44): (i) the errors and
+    the gradient ratio :math:`\|\beta h\|/\|G_{\beta_2}\|`; (ii) the errors and the norm
+    (:math:`\|b^{(t)}\|_1` or :math:`\|A^{(t)}\|_*`) against the target's (``target`` is
+    :math:`b^*` or :math:`A^*`); (iii) every component :math:`b_i^{(t)}` (support of
+    :math:`b^*` in colour) or every singular value :math:`\sigma_i(A^{(t)})`."""
     fig, axes = new_figure(3)
-    t = np.maximum(traj.steps, 1)
+    t, sym = np.maximum(traj.steps, 1), _symbols(traj)
+    matrix = hasattr(traj, "singular_values")
     error_curves(axes[0], traj, g)
     ratio = twin(axes[0], EXTRA, "gradient ratio")
-    ratio.loglog(t, traj.grad_ratio[g], color=EXTRA, label=r"$\|\beta_1 h(b^{(t)})\|_2/\|G_{\beta_2}(b^{(t)})\|_2$")
+    ratio.loglog(t, traj.grad_ratio[g], color=EXTRA, label=sym["ratio"])
     ratio.axhline(1.0, color=EXTRA, lw=0.8, ls="-.")
     legend_outside(fig, [axes[0], ratio], panel=axes[0])
     error_curves(axes[1], traj, g)
-    norm = twin(axes[1], EXTRA, r"$\|b^{(t)}\|_1$")
-    norm.loglog(t, traj.l1[g], color=EXTRA, label=r"$\|b^{(t)}\|_1$")
-    norm.axhline(np.abs(b_star).sum(), color=EXTRA, ls="--", lw=1, label=r"$\|b^*\|_1$")
+    norm = twin(axes[1], EXTRA, sym["norm"])
+    norm.loglog(t, (traj.nuclear if matrix else traj.l1)[g], color=EXTRA, label=sym["norm"])
+    target_norm = np.linalg.svd(target, compute_uv=False).sum() if matrix else np.abs(target).sum()
+    norm.axhline(target_norm, color=EXTRA, ls="--", lw=1, label=sym["target"])
     legend_outside(fig, [axes[1], norm], panel=axes[1])
-    support = np.flatnonzero(b_star)
-    for i in range(traj.b.shape[2]):
-        on = i in support
-        axes[2].semilogx(t, traj.b[g, :, i], color=None if on else "0.6", lw=1.4 if on else 0.6,
-                         label=f"$b_{{{i}}}$" if on else None, zorder=3 if on else 2)
-    axes[2].axhline(0.0, color="k", lw=0.6)
-    axes[2].set_ylabel(r"$b_i^{(t)}$")
-    legend_outside(fig, axes[2], ncols=min(len(support), 6), panel=axes[2])
+    if matrix:
+        values = traj.singular_values[g]
+        components(axes[2], t, values, label=r"\sigma")
+        legend_outside(fig, axes[2], ncols=min(values.shape[1], 5), panel=axes[2])
+    else:
+        support = np.flatnonzero(target)
+        components(axes[2], t, traj.b[g], highlight=support)
+        legend_outside(fig, axes[2], ncols=min(len(support), 6), panel=axes[2])
     for i, ax in enumerate(axes):
         ax.set_xlabel("$t$" if i == len(axes) - 1 else "")
         mark_times(ax, t1, t2, arrow=i == 0)
+    return fig
+
+
+def error_grid(traj, color, color_label: str, panel=None, panel_label: str | None = None, t2=None,
+               ncols: int = 3):
+    r"""Error curves of many configurations (Figures 42 and 45): one panel per value of
+    ``panel`` (G,) (titled ``panel_label`` = value), one colour per value of ``color`` (G,)
+    on a colour bar labelled ``color_label`` (log scale when the values span more than a
+    decade), relative training error solid and recovery error dashed, log-log; dotted
+    vertical lines at ``t2`` (G,) where given."""
+    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.lines import Line2D
+
+    color = np.asarray(color, dtype=float)
+    panel = np.zeros(len(color)) if panel is None else np.asarray(panel, dtype=float)
+    values = np.unique(panel)
+    rows = -(-len(values) // ncols) if len(values) > 1 else 1
+    cols = min(len(values), ncols)
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 0.7 * WIDTH if rows == 1 else 2.3 * rows + 0.8),
+                             sharex=True, sharey=True, layout="constrained", squeeze=False)
+    positive = color[color > 0]
+    log = positive.size == color.size and positive.max() > 10 * positive.min()
+    norm = LogNorm(color.min(), color.max()) if log else Normalize(color.min(), color.max())
+    cmap = plt.cm.viridis
+    t = np.maximum(traj.steps, 1)
+    for ax, value in zip(axes.flat, values):
+        for g in np.flatnonzero(panel == value):
+            c = cmap(norm(color[g]))
+            ax.loglog(t, traj.train_error[g], color=c, lw=1)
+            ax.loglog(t, traj.test_error[g], color=c, lw=1, ls="--")
+            if t2 is not None and np.isfinite(t2[g]):
+                ax.axvline(t2[g], color=c, ls=":", lw=0.8)
+        if panel_label is not None:
+            ax.set_title(f"{panel_label} = {value:g}")
+    for ax in axes.flat[len(values):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("$t$")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("relative error")
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, label=color_label, aspect=30, fraction=0.04)
+    styles = [Line2D([], [], color="0.3", label="train"), Line2D([], [], color="0.3", ls="--", label="recovery")]
+    if t2 is not None:
+        styles.append(Line2D([], [], color="0.3", ls=":", label="$t_2$"))
+    fig.legend(handles=styles, loc="outside lower center", ncols=len(styles))
     return fig
 
 

@@ -54,15 +54,49 @@ def trajectory(n: int = 100, s: int = 5, steps: int = 200_000, seed: int = 0):
     return traj, b_star
 
 
-def make_figure1(title=None):
+def matrix_trajectory(G: int = 1, n: int = 10, steps: int = 200_000, seed: int = 0):
+    """The fields of a :class:`grokkit.kernels.matrix.MatrixTrajectory` that the figures read:
+    G configurations of a 10 x 10 rank-2 run, memorization near T1, generalization near T2."""
+    rng = np.random.default_rng(seed)
+    sparse, _ = trajectory(steps=steps, seed=seed)
+    t = sparse.steps
+    u = np.log10(np.maximum(t, 1))
+    generalize = 1 / (1 + np.exp(-12 * (u - np.log10(T2))))
+    spurious = np.sort(rng.uniform(0.1, 1.0, n - 2))[::-1]
+    sv = np.concatenate([np.broadcast_to([9.5, 3.2], (len(t), 2)),
+                         spurious[None, :] * (1 - generalize[:, None]) + 1e-5], axis=1)
+    scale = np.logspace(0, 1, G)[:, None]
+    return SimpleNamespace(steps=t, train_error=sparse.train_error * scale, test_error=sparse.test_error * scale,
+                           grad_ratio=np.repeat(sparse.grad_ratio, G, 0), nuclear=np.repeat(sv.sum(1)[None], G, 0),
+                           singular_values=np.repeat(sv[None], G, 0))
+
+
+def make_time_against_ab(title=None):
     ab = np.logspace(-6, -3, 7)
     t2 = 0.1 / ab * np.exp(np.linspace(-0.3, 0.3, 7))
-    return plots.figure1(ab, t2, 0.03 / ab, 3 * ab + 1e-4, title=title)
+    return plots.time_against_ab(ab, t2, 0.03 / ab, 3 * ab + 1e-4, title=title)
 
 
-def make_figure2():
+def make_mechanism():
     traj, b_star = trajectory()
-    return plots.figure2(traj, T1, T2, b_star)
+    return plots.mechanism(traj, T1, T2, b_star)
+
+
+def make_matrix_mechanism():
+    A_star = np.diag([9.5, 3.2] + [0.0] * 8)
+    return plots.mechanism(matrix_trajectory(), T1, T2, A_star)
+
+
+def make_error_grid():
+    alpha, beta = np.meshgrid([0.1, 0.5, 1.0, 1.5, 2.0, 3.0], [1e-6, 1e-4, 1e-2], indexing="ij")
+    traj = matrix_trajectory(G=alpha.size)
+    return plots.error_grid(traj, beta.ravel(), r"$\beta_*$", panel=alpha.ravel(), panel_label=r"$\alpha$",
+                            t2=np.full(alpha.size, T2))
+
+
+def make_error_grid_one_panel():
+    tau = np.linspace(0, 1, 11)
+    return plots.error_grid(matrix_trajectory(G=tau.size), tau, r"$\tau$")
 
 
 def make_bound_check():
@@ -78,8 +112,10 @@ def make_delay_scaling():
     return plots.delay_scaling(ab, 0.12 / ab * np.exp(np.linspace(-0.2, 0.3, 6)), 0.03 / ab)
 
 
-FIGURES = {"figure1": make_figure1, "figure1-title": lambda: make_figure1("a title"),
-           "figure2": make_figure2, "bound_check": make_bound_check,
+FIGURES = {"time_against_ab": make_time_against_ab, "time_against_ab-title": lambda: make_time_against_ab("a title"),
+           "mechanism": make_mechanism, "mechanism-matrix": make_matrix_mechanism,
+           "error_grid": make_error_grid, "error_grid-one-panel": make_error_grid_one_panel,
+           "bound_check": make_bound_check,
            "delay_scaling": make_delay_scaling}
 
 
