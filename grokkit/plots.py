@@ -158,12 +158,18 @@ def _symbols(traj) -> dict[str, str]:
             "norm": r"$\|b^{(t)}\|_1$", "target": r"$\|b^*\|_1$"}
 
 
+def _logged(traj):
+    """The recorded steps t >= 1 (a log axis has no room for the start, step 0) and their mask."""
+    keep = np.asarray(traj.steps) >= 1
+    return np.asarray(traj.steps)[keep], keep
+
+
 def error_curves(ax, traj, g: int = 0, label_prefix: str = "") -> None:
     """Relative training (solid) and recovery (dashed) errors of configuration ``g`` against t
-    (log-log), for a sparse or a matrix run."""
-    t, sym = np.maximum(traj.steps, 1), _symbols(traj)
-    ax.loglog(t, traj.train_error[g], color=TRAIN, label=label_prefix + "train " + sym["train"])
-    ax.loglog(t, traj.test_error[g], color=TEST, ls="--", label=label_prefix + "recovery " + sym["test"])
+    (log-log, from step 1), for a sparse or a matrix run."""
+    (t, keep), sym = _logged(traj), _symbols(traj)
+    ax.loglog(t, traj.train_error[g][keep], color=TRAIN, label=label_prefix + "train " + sym["train"])
+    ax.loglog(t, traj.test_error[g][keep], color=TEST, ls="--", label=label_prefix + "recovery " + sym["test"])
     ax.set_xlabel("$t$")
     ax.set_ylabel("relative error")
 
@@ -218,26 +224,26 @@ def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0):
     :math:`b^*` or :math:`A^*`); (iii) every component :math:`b_i^{(t)}` (support of
     :math:`b^*` in colour) or every singular value :math:`\sigma_i(A^{(t)})`."""
     fig, axes = new_figure(3)
-    t, sym = np.maximum(traj.steps, 1), _symbols(traj)
+    (t, keep), sym = _logged(traj), _symbols(traj)
     matrix = hasattr(traj, "singular_values")
     error_curves(axes[0], traj, g)
     ratio = twin(axes[0], EXTRA, "gradient ratio")
-    ratio.loglog(t, traj.grad_ratio[g], color=EXTRA, label=sym["ratio"])
+    ratio.loglog(t, traj.grad_ratio[g][keep], color=EXTRA, label=sym["ratio"])
     ratio.axhline(1.0, color=EXTRA, lw=0.8, ls="-.")
     legend_outside(fig, [axes[0], ratio], panel=axes[0])
     error_curves(axes[1], traj, g)
     norm = twin(axes[1], EXTRA, sym["norm"])
-    norm.loglog(t, (traj.nuclear if matrix else traj.l1)[g], color=EXTRA, label=sym["norm"])
+    norm.loglog(t, (traj.nuclear if matrix else traj.l1)[g][keep], color=EXTRA, label=sym["norm"])
     target_norm = np.linalg.svd(target, compute_uv=False).sum() if matrix else np.abs(target).sum()
     norm.axhline(target_norm, color=EXTRA, ls="--", lw=1, label=sym["target"])
     legend_outside(fig, [axes[1], norm], panel=axes[1])
     if matrix:
-        values = traj.singular_values[g]
+        values = traj.singular_values[g][keep]
         components(axes[2], t, values, label=r"\sigma")
         legend_outside(fig, axes[2], ncols=min(values.shape[1], 5), panel=axes[2])
     else:
         support = np.flatnonzero(target)
-        components(axes[2], t, traj.b[g], highlight=support)
+        components(axes[2], t, traj.b[g][keep], highlight=support)
         legend_outside(fig, axes[2], ncols=min(len(support), 6), panel=axes[2])
     for i, ax in enumerate(axes):
         ax.set_xlabel("$t$" if i == len(axes) - 1 else "")
@@ -266,12 +272,12 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     log = positive.size == color.size and positive.max() > 10 * positive.min()
     norm = LogNorm(color.min(), color.max()) if log else Normalize(color.min(), color.max())
     cmap = plt.cm.viridis
-    t = np.maximum(traj.steps, 1)
+    t, keep = _logged(traj)
     for ax, value in zip(axes.flat, values):
         for g in np.flatnonzero(panel == value):
             c = cmap(norm(color[g]))
-            ax.loglog(t, traj.train_error[g], color=c, lw=1)
-            ax.loglog(t, traj.test_error[g], color=c, lw=1, ls="--")
+            ax.loglog(t, traj.train_error[g][keep], color=c, lw=1)
+            ax.loglog(t, traj.test_error[g][keep], color=c, lw=1, ls="--")
             if t2 is not None and np.isfinite(t2[g]):
                 ax.axvline(t2[g], color=c, ls=":", lw=0.8)
         if panel_label is not None:
@@ -290,32 +296,39 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     return fig
 
 
-def bound_check(steps, distances: dict[str, np.ndarray], bound: float, t1_bound: float | None = None):
-    r"""Distances to :math:`\hat b` against the radius of Theorem 2.1 (horizontal line)."""
+def bound_check(steps, distances: dict[str, np.ndarray], bound: float, t1_bound: float | None = None, *,
+                bound_label: str = r"$2\alpha\beta_1\sqrt{n}/(1-\rho_r)$", t1_label: str = "$t_1$ (Theorem C.8)"):
+    r"""Distances (``{label: curve}``) against a radius (horizontal line, ``bound_label``) and
+    the step ``t1_bound`` after which a theorem puts them inside it (Theorems 2.1, 2.2, C.8,
+    D.8)."""
     fig, ax = new_figure()
     t = np.maximum(steps, 1)
-    for (label, d), color in zip(distances.items(), (TRAIN, TEST, EXTRA)):
+    for (label, d), color in zip(distances.items(), (TRAIN, TEST, EXTRA, "tab:purple")):
         ax.loglog(t, d, color=color, label=label)
-    ax.axhline(bound, color="k", ls="--", lw=1, label=r"$2\alpha\beta_1\sqrt{n}/(1-\rho_r)$")
+    ax.axhline(bound, color="k", ls="--", lw=1, label=bound_label)
     if t1_bound is not None and np.isfinite(t1_bound):
-        ax.axvline(t1_bound, color="k", ls=":", lw=1, label="$t_1$ (Theorem C.8)")
+        ax.axvline(t1_bound, color="k", ls=":", lw=1, label=t1_label)
     ax.set_xlabel("$t$")
     ax.set_ylabel("distance")
     legend_outside(fig, ax)
     return fig
 
 
-def delay_scaling(alpha_beta1, delta_t, predicted, labels=None):
-    r""":math:`\Delta t = t_2 - t_1` against :math:`\alpha\beta_1`, with the prediction :math:`\|\hat b\|_\infty/(\alpha\beta_1)`."""
+def delay_scaling(alpha_beta, delta_t, predicted, *, penalty: str = r"\beta_1",
+                  prediction: str = r"\|\hat b\|_\infty"):
+    r""":math:`\Delta t = t_2 - t_1` against αβ, with the prediction ``prediction``/(αβ)
+    (dashed) and the same times the fitted constant (dotted): Theorems 2.1 and 2.2 fix it up
+    to a constant. ``penalty`` is the coefficient's symbol."""
+    ab = rf"\alpha{penalty}"
     fig, ax = new_figure()
-    ax.loglog(alpha_beta1, delta_t, "o", color=TRAIN, label=r"$\Delta t = t_2 - t_1$ (measured)")
-    order = np.argsort(alpha_beta1)
-    x, pred = np.asarray(alpha_beta1)[order], np.asarray(predicted)[order]
-    ax.loglog(x, pred, "--", color="k", label=r"$\|\hat b\|_\infty/(\alpha\beta_1)$")
+    ax.loglog(alpha_beta, delta_t, "o", color=TRAIN, label=r"$\Delta t = t_2 - t_1$ (measured)")
+    order = np.argsort(alpha_beta)
+    x, pred = np.asarray(alpha_beta)[order], np.asarray(predicted)[order]
+    ax.loglog(x, pred, "--", color="k", label=rf"${prediction}/({ab})$")
     ok = np.isfinite(delta_t) & (np.asarray(delta_t) > 0)
     C = np.exp(np.mean(np.log(np.asarray(delta_t)[ok] / np.asarray(predicted)[ok])))
-    ax.loglog(x, C * pred, ":", color="k", label=rf"${C:.2f}\,\|\hat b\|_\infty/(\alpha\beta_1)$ (constant fitted)")
-    ax.set_xlabel(r"$\alpha\beta_1$")
+    ax.loglog(x, C * pred, ":", color="k", label=rf"${C:.2f}\,{prediction}/({ab})$ (constant fitted)")
+    ax.set_xlabel(f"${ab}$")
     ax.set_ylabel(r"$\Delta t$")
     legend_outside(fig, ax)
     return fig
