@@ -103,6 +103,30 @@ def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+def rank_trend(x: np.ndarray, rows: np.ndarray) -> float:
+    r"""Mean over the rows of ``rows`` (k, m) of Spearman's rank correlation with ``x`` (m,):
+    +1 when every row increases with x, -1 when every row decreases (Figure 42's "larger α
+    or β* converges faster but to a worse error"). Ties get their average rank."""
+    x = np.asarray(x, dtype=float)
+    rows = np.atleast_2d(np.asarray(rows, dtype=float))
+    if x.ndim != 1 or x.size < 2 or rows.shape[1] != x.size:
+        raise ValueError(f"rows must have shape (k, {x.size}) for x of shape ({x.size},) with at least "
+                         f"2 values, got x {x.shape} and rows {rows.shape}")
+    check_finite("rows", rows)
+
+    def ranks(v):
+        order = np.argsort(v, kind="stable")
+        r = np.empty(v.size)
+        r[order] = np.arange(v.size)
+        for value in np.unique(v):  # average rank of ties
+            tie = v == value
+            r[tie] = r[tie].mean()
+        return r
+
+    rx = ranks(x)
+    return float(np.mean([np.corrcoef(rx, ranks(row))[0, 1] for row in rows]))
+
+
 def relative_error(b: np.ndarray, b_star: np.ndarray) -> np.ndarray:
     r""":math:`\|b - b^*\|_2/\|b^*\|_2` along the last axis; ``b_star`` finite and nonzero."""
     check_finite("b_star", b_star)

@@ -217,34 +217,37 @@ def components(ax, t, values, highlight=None, label: str = "b") -> None:
     ax.set_ylabel(f"${label}_i^{{(t)}}$")
 
 
-def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0):
+def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0, ratio: bool = True):
     r"""The grokking mechanism in three panels (Figures 2, 4, 43 and 44): (i) the errors and
     the gradient ratio :math:`\|\beta h\|/\|G_{\beta_2}\|`; (ii) the errors and the norm
     (:math:`\|b^{(t)}\|_1` or :math:`\|A^{(t)}\|_*`) against the target's (``target`` is
     :math:`b^*` or :math:`A^*`); (iii) every component :math:`b_i^{(t)}` (support of
-    :math:`b^*` in colour) or every singular value :math:`\sigma_i(A^{(t)})`."""
-    fig, axes = new_figure(3)
+    :math:`b^*` in colour) or every singular value :math:`\sigma_i(A^{(t)})`. Without
+    ``ratio`` (projected methods, whose data gradient is 0 after the first projection) panel
+    (i) is left out."""
+    fig, axes = new_figure(3 if ratio else 2)
     (t, keep), sym = _logged(traj), _symbols(traj)
     matrix = hasattr(traj, "singular_values")
-    error_curves(axes[0], traj, g)
-    ratio = twin(axes[0], EXTRA, "gradient ratio")
-    ratio.loglog(t, traj.grad_ratio[g][keep], color=EXTRA, label=sym["ratio"])
-    ratio.axhline(1.0, color=EXTRA, lw=0.8, ls="-.")
-    legend_outside(fig, [axes[0], ratio], panel=axes[0])
-    error_curves(axes[1], traj, g)
-    norm = twin(axes[1], EXTRA, sym["norm"])
+    if ratio:
+        error_curves(axes[0], traj, g)
+        right = twin(axes[0], EXTRA, "gradient ratio")
+        right.loglog(t, traj.grad_ratio[g][keep], color=EXTRA, label=sym["ratio"])
+        right.axhline(1.0, color=EXTRA, lw=0.8, ls="-.")
+        legend_outside(fig, [axes[0], right], panel=axes[0])
+    error_curves(axes[-2], traj, g)
+    norm = twin(axes[-2], EXTRA, sym["norm"])
     norm.loglog(t, (traj.nuclear if matrix else traj.l1)[g][keep], color=EXTRA, label=sym["norm"])
     target_norm = np.linalg.svd(target, compute_uv=False).sum() if matrix else np.abs(target).sum()
     norm.axhline(target_norm, color=EXTRA, ls="--", lw=1, label=sym["target"])
-    legend_outside(fig, [axes[1], norm], panel=axes[1])
+    legend_outside(fig, [axes[-2], norm], panel=axes[-2])
     if matrix:
         values = traj.singular_values[g][keep]
-        components(axes[2], t, values, label=r"\sigma")
-        legend_outside(fig, axes[2], ncols=min(values.shape[1], 5), panel=axes[2])
+        components(axes[-1], t, values, label=r"\sigma")
+        legend_outside(fig, axes[-1], ncols=min(values.shape[1], 5), panel=axes[-1])
     else:
         support = np.flatnonzero(target)
-        components(axes[2], t, traj.b[g][keep], highlight=support)
-        legend_outside(fig, axes[2], ncols=min(len(support), 6), panel=axes[2])
+        components(axes[-1], t, traj.b[g][keep], highlight=support)
+        legend_outside(fig, axes[-1], ncols=min(len(support), 6), panel=axes[-1])
     for i, ax in enumerate(axes):
         ax.set_xlabel("$t$" if i == len(axes) - 1 else "")
         mark_times(ax, t1, t2, arrow=i == 0)

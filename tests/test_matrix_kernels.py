@@ -377,3 +377,19 @@ def test_projected_iterates_fit_the_data_at_every_record() -> None:
 def test_bad_input_is_refused(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(small_problem("completion"))
+
+
+def test_a_fixed_point_stops_alone():
+    """One configuration reaches an exact fixed point (β* = 0, β₂ > 0: a contraction) while the
+    other keeps moving: the fixed one is stopped, its records filled from the fixed point, as if
+    it had run on (regression: the loop asked the family to evaluate zero cycling rows)."""
+    from grokkit import data
+
+    problem = data.make_matrix_problem(4, 4, 1, 10, seed=3)
+    kwargs = dict(A_star=problem.A_star, alpha=0.5, beta_star=[0.0, 1e-2], beta2=0.5, steps=3000,
+                  device="cpu")
+    stopped = mk.subgradient.__wrapped__(problem.mask, problem.y, (4, 4), **kwargs)
+    full = mk.subgradient.__wrapped__(problem.mask, problem.y, (4, 4), stop_periodic=False, **kwargs)
+    assert stopped.stopped_at[0] > 0 and stopped.stopped_at[1] == -1
+    for name in ("train_error", "test_error", "nuclear"):
+        np.testing.assert_allclose(getattr(stopped, name), getattr(full, name), rtol=0, atol=1e-12)

@@ -220,3 +220,23 @@ def test_range_distance_ignores_the_null_space():
     row = X.T @ rs.randn(5)
     np.testing.assert_allclose(theory.range_distance(X, np.stack([b_hat + row, b + row]), b_hat),
                                np.linalg.norm(row), rtol=1e-10)
+
+
+def test_rank_trend_is_mean_spearman():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(0)
+    x = np.array([1e-4, 1e-3, 1e-2, 1e-1, 0.3])
+    rows = rng.normal(size=(4, 5))
+    rows[0, 1] = rows[0, 3]  # a tie
+    expected = np.mean([spearmanr(x, row).statistic for row in rows])
+    assert metrics.rank_trend(x, rows) == pytest.approx(expected, abs=1e-12)
+    assert metrics.rank_trend(x, [10 - x, 5 - 2 * x]) == pytest.approx(-1.0)
+    assert metrics.rank_trend(x, x**2) == pytest.approx(1.0)
+
+
+def test_rank_trend_validates():
+    with pytest.raises(ValueError, match="rows must have shape"):
+        metrics.rank_trend([1.0, 2.0], [[1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match="rows"):
+        metrics.rank_trend([1.0, 2.0], [[1.0, np.nan]])

@@ -114,6 +114,8 @@ def make_delay_scaling():
 
 FIGURES = {"time_against_ab": make_time_against_ab, "time_against_ab-title": lambda: make_time_against_ab("a title"),
            "mechanism": make_mechanism, "mechanism-matrix": make_matrix_mechanism,
+           "mechanism-no-ratio": lambda: plots.mechanism(matrix_trajectory(), 1.0, T2, np.diag([9.5, 3.2] + [0.0] * 8),
+                                                         ratio=False),
            "error_grid": make_error_grid, "error_grid-one-panel": make_error_grid_one_panel,
            "bound_check": make_bound_check,
            "delay_scaling": make_delay_scaling}

@@ -449,9 +449,10 @@ class _State:
         odd = (future - t) % 2 == 1
         cols = torch.arange(j + 1, sched.size, device=self.x.device)
         rec.write(self.rows[fixed], cols, values[:, fixed], [v[fixed] for v in traces], self.x[fixed])
-        rec.write(self.rows[cycle], cols[~odd], values[:, cycle], [v[cycle] for v in traces], self.x[cycle])
-        previous, previous_traces = self.observe(self.x_prev[cycle], cycle)
-        rec.write(self.rows[cycle], cols[odd], previous, previous_traces, self.x_prev[cycle])
+        if cycle.any():  # (a family's evaluate need not accept zero configurations)
+            rec.write(self.rows[cycle], cols[~odd], values[:, cycle], [v[cycle] for v in traces], self.x[cycle])
+            previous, previous_traces = self.observe(self.x_prev[cycle], cycle)
+            rec.write(self.rows[cycle], cols[odd], previous, previous_traces, self.x_prev[cycle])
         last = self.x_prev if (steps - t) % 2 == 1 else self.x
         rec.final[self.rows[fixed]] = self.x[fixed]
         rec.final[self.rows[cycle]] = last[cycle]
