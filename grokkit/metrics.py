@@ -41,6 +41,20 @@ def first_step_below(steps: np.ndarray, curve: np.ndarray, threshold: float) -> 
     return np.where(hit, steps.astype(float)[below.argmax(axis=1)], np.nan)
 
 
+def stays_below_step(steps: np.ndarray, curve: np.ndarray, threshold: float) -> np.ndarray:
+    """First recorded step from which ``curve <= threshold`` at every later record, per row of
+    ``curve`` (G, T): the measured counterpart of a bound that holds "for all t >= t1" (Theorem
+    D.8, Corollary D.2); NaN if the last record is above ``threshold``. A time-dependent bound
+    r(t) is read as ``curve - r(t) <= 0``."""
+    threshold = check_range("threshold", threshold, -math.inf, math.inf, closed="neither")
+    steps, curve = _records(steps, curve)
+    above = ~(curve <= threshold)
+    T = curve.shape[1]
+    last = T - 1 - np.argmax(above[:, ::-1], axis=1)  # index of the last record above
+    first = np.where(above.any(axis=1), last + 1, 0)
+    return np.where(first < T, steps.astype(float)[np.minimum(first, T - 1)], np.nan)
+
+
 def plateau_step(steps: np.ndarray, curve: np.ndarray, K: int = 3, tolerance: float = 0.05,
                  M: int = 2) -> np.ndarray:
     """First recorded step from which ``M`` consecutive records lie within ``tolerance`` (relative)

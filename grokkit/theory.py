@@ -1,6 +1,6 @@
-r"""The theory's predicted quantities for sparse recovery (Theorem 2.1, Lemma C.7, Theorem C.8, §C.6.2)
-and for matrix factorization (Theorem 2.2, Appendix D: Theorems D.8, D.9, D.12, Lemma D.14; the
-section "Matrix factorization" below).
+r"""The theory's predicted quantities for sparse recovery (Theorem 2.1, Lemma C.7, Theorem C.8,
+Corollary C.2, §C.6.2) and for matrix factorization (Theorem 2.2, Appendix D: Lemma D.7, Theorems
+D.8, D.9, D.12, Corollary D.2, Lemma D.14; the section "Matrix factorization" below).
 
 Notation: :math:`A = \tilde X^\top\tilde X + \beta_2 I_n`, :math:`\lambda_k` the eigenvalues of
 :math:`\tilde X^\top\tilde X` (the paper's :math:`\sigma_k`), :math:`\rho_p = \|I - \alpha A\|_{p\to p}`.
@@ -102,6 +102,54 @@ def memorization_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
     return np.where(ok, t1, np.inf)
 
 
+def distance_bound(dist0, n: int, alpha, beta1, rho_p, t, p: float = 2):
+    r"""The right-hand side of Lemma C.7 (and D.7) after ``t`` updates,
+    :math:`\rho_p^t\|b^{(1)}-\hat b\|_p + \alpha\beta_1 n^{1/p}\sum_{k<t}\rho_p^k`, that is
+    :math:`\rho_p^t d_0 + \alpha\beta_1 n^{1/p}(1-\rho_p^t)/(1-\rho_p)` for :math:`\rho_p \ne 1` and
+    :math:`d_0 + \alpha\beta_1 n^{1/p}\,t` for :math:`\rho_p = 1`.
+
+    It unrolls :math:`\|b^{(k+1)}-\hat b\|_p \le \rho_p\|b^{(k)}-\hat b\|_p + \alpha\beta_1 n^{1/p}` (eq. 46) from
+    the initial iterate :math:`b^{(1)}` (``dist0`` = :math:`d_0 = \|b^{(1)}-\hat b\|_p`): the bound on the
+    iterate after t updates, :math:`b^{(t+1)}` (the paper's statement writes :math:`b^{(t)}`, one update
+    too many). It holds for every :math:`\rho_p \ge 0`; it is a ball only for :math:`\rho_p < 1`.
+    Broadcasts over arrays (``t`` >= 0 the number of updates)."""
+    n, p = check_int("n", n, 1), check_option("p", p, (1, 2, math.inf))
+    dist0, alpha, beta1, rho_p, t = np.broadcast_arrays(
+        check_grid("dist0", dist0, 0.0, closed="left"), *_hyper(alpha, beta1),
+        check_grid("rho_p", rho_p, 0.0, closed="left"), check_grid("t", t, 0.0, closed="left"))
+    one = rho_p == 1
+    with np.errstate(over="ignore"):
+        geometric = np.where(one, t, (1.0 - rho_p**t) / np.where(one, 0.5, 1.0 - rho_p))
+    return rho_p**t * dist0 + alpha * beta1 * n ** (1.0 / p) * geometric
+
+
+def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
+    r""":math:`\tilde t_1` of Corollary C.2 (and D.2), corrected: the number of updates after which
+    :math:`\|b^{(t+1)}-\hat b\|_p \le 2\alpha\beta_1 n^{1/p}/(1-\rho_p)` for good,
+
+    .. math:: \tilde t_1 = \Big\lceil -\ln\frac{(1-\rho_p)d_0}{\alpha\beta_1 n^{1/p}}\Big/\ln\rho_p\Big\rceil
+              \ \text{ if } d_0 > \frac{\alpha\beta_1 n^{1/p}}{1-\rho_p}, \text{ else } 0,
+
+    :math:`d_0 = \|b^{(1)}-\hat b\|_p` (``dist0``): from there :math:`\rho_p^t d_0 \le \alpha\beta_1 n^{1/p}/(1-\rho_p)`,
+    and Lemma C.7 gives the ball. (The paper's condition lacks :math:`n^{1/p}`, spec §5 item 7: with it,
+    the formula can return a negative step; see :func:`matrix_ball_entry_time`.) Infinite unless
+    :math:`0 < \rho_p < 1` and :math:`\beta_1 > 0`; broadcasts over arrays."""
+    return _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed=False)
+
+
+def _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed: bool):
+    n, p = check_int("n", n, 1), check_option("p", p, (1, 2, math.inf))
+    dist0, alpha, beta1, rho_p = np.broadcast_arrays(
+        check_grid("dist0", dist0, 0.0, closed="left"), *_hyper(alpha, beta1),
+        check_grid("rho_p", rho_p, 0.0, closed="left"))
+    ok = (rho_p > 0) & (rho_p < 1) & (beta1 > 0)
+    r, scale = np.where(ok, rho_p, 0.5), np.where(ok, alpha * beta1 * n ** (1.0 / p), 1.0)
+    condition = (alpha * beta1 if printed else scale) / (1.0 - r)
+    with np.errstate(divide="ignore"):
+        t = np.ceil(-np.log((1.0 - r) * dist0 / scale) / np.log(r))
+    return np.where(ok, np.where(dist0 > condition, t, 0.0), np.inf)
+
+
 def generalization_delay(b_hat: np.ndarray, alpha, beta1):
     r"""Predicted delay :math:`\Delta t = \|\hat b\|_\infty/(\alpha\beta_1)` (Theorem 2.1, up to a constant);
     infinite for :math:`\beta_1 = 0`."""
@@ -173,6 +221,24 @@ def matrix_rho_row(operator, shape, alpha, beta2=0.0, tol: float = 1e-10):
     return rho_range(measurement_matrix(operator, shape), alpha, beta2, tol)
 
 
+def matrix_range_distance(operator, shape, A, A_hat, p: float = 2, tol: float = 1e-10) -> np.ndarray:
+    r""":math:`\|P_V\operatorname{vec}(A - \hat A)\|_p` for every matrix of ``A`` (..., n1, n2): the distance to
+    :math:`\hat A` of the component on the row space of X, the part that :func:`matrix_rho_row` contracts
+    (Lemma D.7 and Theorem D.8 restricted to the row space when N < n1·n2 and β₂ = 0). For completion
+    :math:`P_V = \operatorname{diag}(\operatorname{vec}M)`: the observed entries of :math:`A - \hat A`.
+    Returns an array of the leading shape of ``A``; ``p`` in {1, 2, inf}."""
+    n1, n2 = _shape(shape)
+    check_option("p", p, (1, 2, math.inf))
+    A, A_hat = np.asarray(A, dtype=float), np.asarray(A_hat, dtype=float)
+    if A.ndim < 2 or A.shape[-2:] != (n1, n2) or A_hat.shape != (n1, n2):
+        raise ValueError(f"A and A_hat must have shapes (..., {n1}, {n2}) and ({n1}, {n2}), "
+                         f"got {A.shape} and {A_hat.shape}")
+    check_finite("A", A)
+    check_finite("A_hat", A_hat)
+    D = np.swapaxes(A - A_hat, -1, -2).reshape(*A.shape[:-2], n1 * n2)  # column-major vec of each matrix
+    return np.linalg.norm(D @ range_projector(measurement_matrix(operator, shape), tol), ord=p, axis=-1)
+
+
 def matrix_least_squares(operator, shape, y: np.ndarray, beta2: float = 0.0) -> np.ndarray:
     r""":math:`\hat A = \operatorname{unvec}((X^\top X + \beta_2 I_n)^\dagger X^\top y^*)` (App. D.6.1), shape (n1, n2):
     :func:`grokkit.data.least_squares` on the measurement matrix.
@@ -215,6 +281,56 @@ def matrix_memorization_radius(n1: int, n2: int, alpha, beta_star, rho_p, p: flo
         return radius
     t = check_grid("t", t, 0.0, closed="left")
     return np.where(np.isfinite(radius), radius * (1.0 - np.asarray(rho_p, dtype=float) ** t), np.inf)
+
+
+def matrix_distance_bound(dist0, n1: int, n2: int, alpha, beta_star, rho_p, t, p: float = 2):
+    r"""Lemma D.7: :math:`\|a^{(t+1)}-\hat a\|_p \le \rho_p^t\|a^{(1)}-\hat a\|_p + \alpha\beta_* n^{1/p}(1-\rho_p^t)/(1-\rho_p)`,
+    n = n1·n2, after t updates from :math:`a^{(1)}` (``dist0`` = :math:`\|a^{(1)}-\hat a\|_p`); Lemma D.11 gives
+    :math:`\|\operatorname{vec}h\|_p \le n^{1/p}`. The right-hand side, :func:`distance_bound`: for
+    :math:`\rho_p = 1` (β₂ = 0, N < n1·n2) it is :math:`d_0 + \alpha\beta_* n^{1/p}t`, no ball. The paper writes
+    :math:`a^{(t)}` on the left, one update too many: at t = 1 that reads :math:`d_0 \le \rho_p d_0 + \alpha\beta_* n^{1/p}`,
+    false whenever :math:`d_0 > \alpha\beta_* n^{1/p}/(1-\rho_p)`."""
+    n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
+    alpha, beta_star = _matrix_hyper(alpha, beta_star)
+    return distance_bound(dist0, n1 * n2, alpha, beta_star, rho_p, t, p)
+
+
+def matrix_ball_entry_time(dist0, n1: int, n2: int, alpha, beta_star, rho_p, p: float = 2,
+                           condition: str = "corrected"):
+    r""":math:`\tilde t_1` of Corollary D.2: after :math:`\tilde t_1` updates,
+    :math:`\|a^{(t+1)}-\hat a\|_p \le 2\alpha\beta_* n^{1/p}/(1-\rho_p)` for good, n = n1·n2
+    (:func:`ball_entry_time`, ``dist0`` = :math:`\|a^{(1)}-\hat a\|_p`).
+
+    ``condition="corrected"`` uses the formula when :math:`d_0 > \alpha\beta_* n^{1/p}/(1-\rho_p)`, else 0.
+    ``condition="printed"`` uses it when :math:`d_0 > \alpha\beta_*/(1-\rho_p)`, the paper's condition
+    without :math:`n^{1/p}` (spec §5 item 7): for p < inf and
+    :math:`\alpha\beta_*/(1-\rho_p) < d_0 \le \alpha\beta_* n^{1/p}/(1-\rho_p)` it returns a negative step (the
+    logarithm's argument is at most 1), where the corrected condition gives 0."""
+    n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
+    alpha, beta_star = _matrix_hyper(alpha, beta_star)
+    check_option("condition", condition, ("corrected", "printed"))
+    return _ball_entry_time(dist0, n1 * n2, alpha, beta_star, rho_p, p, printed=condition == "printed")
+
+
+def matrix_residual_bound(operator, shape, y, A_hat, alpha, beta_star, rho_p, p: float = 2, t=None):
+    r"""The training-residual bound of Theorem D.8 (eq. 115, with X where the paper writes :math:`\tilde X`):
+    for :math:`t \ge t_1` updates,
+
+    .. math:: \|Xa^{(t+1)} - y^*\|_p \le \frac{2\alpha\beta_* n^{1/p}(1-\rho_p^t)}{1-\rho_p}\|X\|_{p\to p}
+              + \|X\hat a - y^*\|_p,
+
+    or, for ``t=None``, its limit with :math:`2\alpha\beta_* n^{1/p}/(1-\rho_p)` (:func:`matrix_memorization_radius`).
+    ``y`` (N,) and ``A_hat`` (n1, n2); infinite where :math:`\rho_p \ge 1`; broadcasts over arrays."""
+    n1, n2 = _shape(shape)
+    X = measurement_matrix(operator, shape)
+    y, A_hat = np.asarray(y, dtype=float), np.asarray(A_hat, dtype=float)
+    if y.shape != (X.shape[0],) or A_hat.shape != (n1, n2):
+        raise ValueError(f"y and A_hat must have shapes ({X.shape[0]},) and ({n1}, {n2}), got {y.shape} and {A_hat.shape}")
+    check_finite("y", y)
+    check_finite("A_hat", A_hat)
+    radius = matrix_memorization_radius(n1, n2, alpha, beta_star, rho_p, p, t)
+    order = {1: 1, 2: 2, math.inf: np.inf}[p]
+    return radius * np.linalg.norm(X, order) + np.linalg.norm(X @ vec(A_hat) - y, order)
 
 
 def matrix_generalization_delay(A_hat: np.ndarray, alpha, beta_star):
