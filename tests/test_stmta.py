@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from grokkit import theory
+from grokkit import report, theory
 from grokkit.data import unvec, vec
 from grokkit.kernels.matrix import nuclear_iterates
 
@@ -217,6 +217,8 @@ BAD = [
     (lambda: theory.autograd_gradients(lambda: 0.0), r"arrays must hold at least one array"),
     (lambda: theory.finite_difference_gradient(lambda A: A.sum(), np.eye(2), eps=0.0), r"eps must be in \(0\.0, inf\), got 0\.0"),
     (lambda: theory.finite_difference_gradient(lambda A: A.sum(), np.array([np.inf])), r"x must be finite, got inf"),
+    (lambda: report.check_parameters({"draws": 1}), r"draws must be an integer in \[2, inf\), got 1"),
+    (lambda: report.check_parameters({"noise_std": -0.1}), r"noise_std must be in \[0\.0, inf\), got -0\.1"),
 ]
 
 
