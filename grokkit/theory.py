@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range
+from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed
 from grokkit.data import least_squares, unvec, vec
-from grokkit.kernels.matrix import factor_gradients
+from grokkit.kernels.matrix import factor_gradients, product
 
 
 def _hyper(alpha, beta1) -> tuple[np.ndarray, np.ndarray]:
@@ -351,13 +351,19 @@ def matrix_generalization_delay_code(A_hat: np.ndarray, A_star: np.ndarray, alph
         return np.linalg.norm(np.asarray(A_hat, float) - A_star, 2) / (alpha * beta_star)
 
 
-def _d9_terms(operator, shape, A_star, beta2, noise_std, tol):
+def _d9_inputs(operator, shape, A_star, beta2, noise_std):
+    """X, vec(A*), β₂ and σ_ξ of Theorem D.9, checked."""
     X = measurement_matrix(operator, shape)
     check_finite("A_star", A_star)
     if np.shape(A_star) != _shape(shape):
         raise ValueError(f"A_star must have shape (n1, n2) = {_shape(shape)}, got {np.shape(A_star)}")
     beta2 = check_range("beta2", beta2, 0.0, closed="left")
     noise_std = check_range("noise_std", noise_std, 0.0, closed="left")
+    return X, vec(np.asarray(A_star, dtype=float)), beta2, noise_std
+
+
+def _d9_terms(operator, shape, A_star, beta2, noise_std, tol):
+    X, _, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
     tol = check_range("tol", tol, 0.0, 1.0, closed="left")
     lam, V = np.linalg.eigh(X.T @ X)
     keep = lam > tol * max(lam.max(), 0.0) if lam.max() > 0 else np.zeros(len(lam), bool)
@@ -390,6 +396,58 @@ def least_squares_residual_corrected(operator, shape, A_star, beta2: float, nois
     return float(np.sum(beta2**2 * sigma / (sigma + beta2) ** 2 * proj**2) + noise)
 
 
+def least_squares_residual_monte_carlo(operator, shape, A_star, beta2: float, noise_std: float, *,
+                                       draws: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    r"""Monte-Carlo estimate of the left-hand side of Theorem D.9, :math:`\mathbb E_\xi\|X\hat a - y^*\|_2^2`,
+    without the theorem's algebra: ``draws`` noise vectors :math:`\xi \sim \mathcal N(0, \sigma_\xi^2 I_N)`
+    (``noise_std`` = σ_ξ) from ``RandomState(seed)``, :math:`y^* = Xa^* + \xi`,
+    :math:`\hat a = (X^\top X + \beta_2 I_n)^\dagger X^\top y^*` (:func:`grokkit.data.least_squares`, one
+    solve for all draws), and the squared residual of each draw. Returns (mean, standard error of
+    the mean), to compare with :func:`least_squares_residual_printed` and
+    :func:`least_squares_residual_corrected`."""
+    X, a, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
+    draws = check_int("draws", draws, 2)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    Y = (X @ a)[:, None] + noise_std * rs.randn(X.shape[0], draws)  # (N, draws): y* = Xa* + ξ
+    residual = np.sum((X @ least_squares(X, Y, beta2) - Y) ** 2, axis=0)
+    return float(residual.mean()), float(residual.std(ddof=1) / math.sqrt(draws))
+
+
+NUCLEAR_SVDS = ("thin", "compact")
+
+
+def nuclear_subgradients(A: np.ndarray, count: int = 0, *, seed: int = 0, tol: float = 1e-10) -> np.ndarray:
+    r"""Elements of the subdifferential of the nuclear norm at A (Lemma D.11),
+
+    .. math:: \partial\|A\|_* = \{U_rV_r^\top + W : U_r^\top W = 0,\ WV_r = 0,\ \|W\|_{2\to2} \le 1\},
+
+    :math:`A = U_r\Sigma_rV_r^\top` the compact SVD (singular values above ``tol`` times the largest).
+    Returns ``1 + count`` matrices (1 + count, n1, n2): element 0 is :math:`h(A) = UV^\top` of the thin
+    SVD, all min(n1, n2) singular vectors (the kernels' and the authors' choice, eq. 101: it is
+    :math:`U_rV_r^\top` plus a partial isometry on the complement); elements 1 … count are
+    :math:`U_rV_r^\top + cW/\|W\|_{2\to2}` with :math:`W = (I - U_rU_r^\top)G(I - V_rV_r^\top)`, G with
+    i.i.d. :math:`\mathcal N(0, 1)` entries and c uniform in [0, 1], drawn from ``RandomState(seed)``
+    (W = 0 where the complement is empty: a full-rank square A has :math:`\partial\|A\|_* = \{UV^\top\}`)."""
+    check_finite("A", A)
+    A = np.asarray(A, dtype=float)
+    if A.ndim != 2:
+        raise ValueError(f"A must be a matrix (2-d array), got shape {A.shape}")
+    count = check_int("count", count, 0)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    tol = check_range("tol", tol, 0.0, 1.0, closed="left")
+    U, sv, Vt = np.linalg.svd(A, full_matrices=False)
+    r = int(np.sum(sv > tol * sv[0])) if sv.size and sv[0] > 0 else 0
+    Ur, Vr = U[:, :r], Vt[:r].T
+    out = np.empty((1 + count,) + A.shape)
+    out[0] = U @ Vt
+    left, right = np.eye(A.shape[0]) - Ur @ Ur.T, np.eye(A.shape[1]) - Vr @ Vr.T
+    for k in range(1, count + 1):
+        W = left @ rs.randn(*A.shape) @ right
+        norm = np.linalg.norm(W, 2)
+        out[k] = Ur @ Vr.T + (rs.uniform() * W / norm if norm > tol else 0.0)
+    return out
+
+
 def nuclear_entry_step(sigma, alpha, beta_star=1.0) -> np.ndarray:
     r""":math:`t_i = \lfloor\sigma_i^{(1)}/(\alpha\beta_*)\rfloor` (Theorem D.12): the number of updates after which
     :math:`\sigma_i` has entered :math:`[0, \alpha\beta_*)`. So :math:`\|A^{(t)}\|_{2\to2} < \alpha\beta_*` iff
@@ -403,10 +461,17 @@ def nuclear_entry_step(sigma, alpha, beta_star=1.0) -> np.ndarray:
     return np.floor(sigma / (alpha * beta_star))
 
 
-def nuclear_singular_values(sigma, alpha, steps: int, beta_star=1.0) -> np.ndarray:
+def nuclear_singular_values(sigma, alpha, steps: int, beta_star=1.0, svd: str = "thin",
+                            tol: float = 1e-9) -> np.ndarray:
     r"""Singular values under the pure nuclear-norm subgradient step :math:`A^{(t+1)} = A^{(t)} - \alpha\beta_* U^{(t)}V^{(t)\top}`
-    (Theorem D.12, eq. 125; thin SVD, all min(n1, n2) singular vectors, as the code): row k is
-    :math:`\sigma^{(k)}` after k updates, k = 0 … ``steps``, from the recursion :math:`\sigma_i^{(k+1)} = |\sigma_i^{(k)} - \alpha\beta_*|`.
+    (Theorem D.12, eq. 125): row k is :math:`\sigma^{(k)}` after k updates, k = 0 … ``steps``, from the
+    recursion :math:`\sigma_i^{(k+1)} = |\sigma_i^{(k)} - \alpha\beta_*|`. ``svd="thin"``: U, V hold all
+    min(n1, n2) singular vectors (the kernels and the authors' code), so a zero singular value is
+    kicked to αβ* like any other; ``svd="compact"``: only the nonzero ones (the theorem's compact
+    SVD), so a singular value that reaches 0 stays there; as in
+    :func:`grokkit.kernels.matrix.nuclear_iterates`, values at most ``tol`` times αβ* count as 0
+    (rounding: in floating point 0.3 − 3·0.1 is 5.6e-17, and an SVD returns ~1e-16 for a zero).
+    ``sigma`` lists all min(n1, n2) singular values, zeros included.
 
     In closed form: :math:`\sigma_i^{(k)} = \sigma_i - k\alpha\beta_*` for :math:`k \le t_i` (:func:`nuclear_entry_step`),
     then it alternates :math:`\sigma_i^\circ \leftrightarrow \alpha\beta_* - \sigma_i^\circ`,
@@ -420,10 +485,16 @@ def nuclear_singular_values(sigma, alpha, steps: int, beta_star=1.0) -> np.ndarr
     sigma = check_grid("sigma", sigma, 0.0, closed="left").ravel()
     step = check_range("alpha", alpha, 0.0, closed="neither") * \
         check_range("beta_star", beta_star, 0.0, closed="neither")
+    check_option("svd", svd, NUCLEAR_SVDS)
+    tol = check_range("tol", tol, 0.0, 1.0, closed="left")
     out = np.empty((steps + 1, sigma.size))
     out[0] = sigma
-    for k in range(steps):
-        out[k + 1] = np.abs(out[k] - step)
+    for k in range(steps + 1):
+        if svd == "compact":
+            out[k][out[k] <= tol * step] = 0.0
+        if k < steps:
+            out[k + 1] = np.where(out[k] > 0.0, np.abs(out[k] - step), 0.0) if svd == "compact" \
+                else np.abs(out[k] - step)
     return out
 
 
@@ -450,3 +521,67 @@ def deep_gradients(factors, grad):
         raise ValueError(f"grad must have shape (..., d_0, d_L) = (..., {want[0]}, {want[1]}), got {tuple(grad.shape)}")
     check_finite("grad", grad)
     return factor_gradients(factors, grad)
+
+
+def product_jacobian(factors, k: int) -> np.ndarray:
+    r"""The matrix of eq. (132), proof of Lemma D.14: :math:`\operatorname{vec}A = \big((\prod_{i>k}\mathcal A_i)^\top
+    \otimes \prod_{i<k}\mathcal A_i\big)\operatorname{vec}\mathcal A_k` for :math:`A = \mathcal A_1\cdots\mathcal A_L`, with the
+    column-major vec of :func:`grokkit.data.vec` (empty products = I). ``factors``: L numpy matrices
+    :math:`\mathcal A_k` of shape (d_{k-1}, d_k); ``k`` in 1 … L as in the paper. Returns the
+    (d_0 d_L, d_{k-1} d_k) Jacobian of :math:`\operatorname{vec}A` with respect to :math:`\operatorname{vec}\mathcal A_k`."""
+    factors = [np.asarray(F, dtype=float) for F in factors]
+    if not factors:
+        raise ValueError("factors must be a non-empty sequence of matrices (L >= 1), got []")
+    k = check_int("k", k, 1, len(factors), high_name="L")
+    for i, F in enumerate(factors):
+        if F.ndim != 2:
+            raise ValueError(f"factors[{i}] must be a matrix (2-d array), got shape {F.shape}")
+        check_finite(f"factors[{i}]", F)
+        if i and F.shape[0] != factors[i - 1].shape[1]:
+            raise ValueError(f"factors[{i}] must have {factors[i - 1].shape[1]} rows (the columns of "
+                             f"factors[{i - 1}]), got shape {F.shape}")
+    before = product(factors[:k - 1]) if k > 1 else np.eye(factors[0].shape[0])
+    after = product(factors[k:]) if k < len(factors) else np.eye(factors[-1].shape[1])
+    return np.kron(after.T, before)
+
+
+def autograd_gradients(loss, *arrays) -> list[np.ndarray]:
+    r"""The gradients of the scalar ``loss(*tensors)`` with respect to each of ``arrays`` by PyTorch's
+    reverse-mode autograd, in float64: the reference that the closed forms (Lemma D.14,
+    :func:`deep_gradients`) are checked against. ``loss`` takes torch tensors; ``arrays`` are
+    numpy arrays or tensors; the gradients come back as numpy arrays of their shapes."""
+    import torch
+
+    if not callable(loss):
+        raise ValueError(f"loss must be a function of torch tensors returning a scalar, got {loss!r}")
+    if not arrays:
+        raise ValueError("arrays must hold at least one array to differentiate with respect to, got none")
+    for i, x in enumerate(arrays):
+        check_finite(f"arrays[{i}]", x)
+    leaves = [torch.tensor(np.asarray(x, dtype=float), requires_grad=True) for x in arrays]
+    value = loss(*leaves)
+    if value.numel() != 1:
+        raise ValueError(f"loss must return a scalar, got shape {tuple(value.shape)}")
+    return [g.numpy() for g in torch.autograd.grad(value, leaves)]
+
+
+def finite_difference_gradient(loss, x, eps: float = 1e-6) -> np.ndarray:
+    r"""Central finite differences :math:`(\ell(x + \epsilon e_j) - \ell(x - \epsilon e_j))/(2\epsilon)` for every
+    entry j of ``x``: a derivative-free reference for the closed forms (Lemma D.14), with error
+    :math:`O(\epsilon^2)` plus rounding :math:`O(10^{-16}/\epsilon)`. ``loss`` takes one torch float64
+    tensor of the shape of ``x`` and returns a scalar; returns a numpy array of that shape."""
+    import torch
+
+    if not callable(loss):
+        raise ValueError(f"loss must be a function of a torch tensor returning a scalar, got {loss!r}")
+    check_finite("x", x)
+    eps = check_range("eps", eps, 0.0, closed="neither")
+    x = np.asarray(x, dtype=float)
+    out = np.empty(x.size)
+    with torch.no_grad():
+        for j in range(x.size):
+            step = np.zeros(x.size)
+            step[j] = eps
+            step = step.reshape(x.shape)
+            out[j] = (float(loss(torch.as_tensor(x + step))) - float(loss(torch.as_tensor(x - step)))) / (2 * eps)
+    return out.reshape(x.shape)

@@ -125,6 +125,38 @@ def nuclear_subgradient(A: torch.Tensor) -> torch.Tensor:
     return U @ Vh
 
 
+def nuclear_iterates(A, alpha: float, steps: int, beta_star: float = 1.0, *, svd: str = "thin",
+                     tol: float = 1e-9) -> np.ndarray:
+    r"""The pure nuclear-norm subgradient dynamics of Theorem D.12 (eqs. 121 and 125, no data term):
+    :math:`A^{(t+1)} = A^{(t)} - \alpha\beta_* U^{(t)}V^{(t)\top}`, from ``A`` (n1, n2), ``steps`` updates,
+    in float64 on the CPU. ``svd="thin"``: :math:`UV^\top = h(A)` of :func:`nuclear_subgradient` (all
+    min(n1, n2) singular vectors, as the kernels); ``svd="compact"``: only the singular vectors of the
+    singular values above ``tol`` times αβ* (the theorem's compact SVD: a singular value that has
+    reached 0 is not kicked again). Returns the iterates (steps + 1, n1, n2), row k after k updates;
+    :func:`grokkit.theory.nuclear_singular_values` predicts their singular values."""
+    check_finite("A", A)
+    A = torch.as_tensor(np.asarray(A, dtype=float))
+    if A.dim() != 2:
+        raise ValueError(f"A must be a matrix (2-d array), got shape {tuple(A.shape)}")
+    step = check_range("alpha", alpha, 0.0, closed="neither") * \
+        check_range("beta_star", beta_star, 0.0, closed="neither")
+    steps = check_int("steps", steps, 0, MAX_STEPS)
+    check_option("svd", svd, ("thin", "compact"))
+    tol = check_range("tol", tol, 0.0, 1.0, closed="left")
+    out = torch.empty((steps + 1,) + tuple(A.shape), dtype=torch.float64)
+    out[0] = A
+    for k in range(steps):
+        if svd == "thin":
+            H = nuclear_subgradient(A)
+        else:
+            U, S, Vh = torch.linalg.svd(A, full_matrices=False)
+            keep = S > tol * step
+            H = U[:, keep] @ Vh[keep]
+        A = A - step * H
+        out[k + 1] = A
+    return out.numpy()
+
+
 def singular_value_threshold(Z: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     r"""The proximal map of :math:`\gamma\|\cdot\|_*`: :math:`U\max(\Sigma - \gamma, 0)V^\top`
     for every matrix of ``Z``, ``gamma`` of shape (G, 1, 1)."""
