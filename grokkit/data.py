@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
+from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed, show
 from grokkit.kernels.run import resolve_device
 
 BASES = ("identity", "orthonormal", "dct")
@@ -379,6 +379,26 @@ def completion_measurements(A: np.ndarray, mask: np.ndarray) -> np.ndarray:
     if A.ndim != 2:
         raise ValueError(f"A must be a matrix (2-d array), got shape {A.shape}")
     return A[_check_mask(mask, *A.shape)]
+
+
+def completion_masks(A_star: np.ndarray, N: int, tau, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""The masks and observed entries of a τ sweep (Appendix D.4, D.10), stacked for one batched
+    kernel call: ``masks`` (G, n1, n2) with ``masks[g] = completion_mask(A_star, N, tau[g], seed)``
+    and ``y`` (G, N) with ``y[g] = A_star[masks[g]]`` (row-major order of each mask).
+
+    ``tau`` is a number or a grid of G values in [0, 1]; every mask observes the same N
+    entries of the same :math:`A^*` (the operator :class:`grokkit.kernels.matrix.Measurements`
+    accepts per-configuration masks of equal N), so the sweep is one call of
+    :func:`grokkit.kernels.matrix.subgradient` with ``A_star`` shared."""
+    check_finite("A_star", A_star)
+    A_star = np.asarray(A_star, dtype=float)
+    if A_star.ndim != 2:
+        raise ValueError(f"A_star must be a matrix (2-d array), got shape {A_star.shape}")
+    check_int("N", N, 1, A_star.size, high_name="n1*n2")
+    taus = check_grid("tau", tau, 0.0, 1.0, closed="both").reshape(-1)
+    check_seed("seed", seed)
+    masks = np.stack([completion_mask(A_star, N, t, seed) for t in taus])
+    return masks, np.stack([A_star[m] for m in masks])
 
 
 def _sensing_variance(variance: float | str, n_k: int, N: int) -> float:

@@ -73,6 +73,29 @@ def plateau_step(steps: np.ndarray, curve: np.ndarray, K: int = 3, tolerance: fl
     return np.where(hit, steps.astype(float)[run.argmax(axis=1)], np.nan)
 
 
+def smallest_sufficient(values: np.ndarray, passed: np.ndarray) -> np.ndarray:
+    r"""The smallest value of a grid from which every larger value of the grid passes, per column
+    of ``passed`` (K, G) booleans, ``passed[k, g]`` the outcome of configuration g at
+    ``values[k]`` (K,), in any order: e.g. the number of samples needed to generalize, for each
+    τ (Appendix D.10). NaN where the largest value fails (the grid does not reach it); a value
+    that passes below one that fails does not count."""
+    values = np.asarray(values, dtype=float)
+    passed = np.asarray(passed)
+    if passed.ndim == 1:
+        passed = passed[:, None]
+    if values.ndim != 1 or values.size < 1 or passed.dtype != bool or passed.shape[:1] != values.shape \
+            or passed.ndim != 2:
+        raise ValueError(f"values and passed must have shapes (K,) and (K, G) booleans with K >= 1, got "
+                         f"{values.shape} and {passed.dtype} {passed.shape}")
+    check_finite("values", values)
+    order = np.argsort(values)
+    values, passed = values[order], passed[order]
+    # suffix[k, g]: every value from k up passes
+    suffix = np.flip(np.logical_and.accumulate(np.flip(passed, 0), axis=0), 0)
+    first = suffix.argmax(axis=0)
+    return np.where(suffix.any(axis=0), values[first], np.nan)
+
+
 def memorization_generalization(traj, rule: str = "threshold", train_threshold: float = 1e-3,
                                 test_threshold: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`(t_1, t_2)` per configuration of a :class:`~grokkit.kernels.Trajectory`, by ``rule``

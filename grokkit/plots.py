@@ -196,6 +196,42 @@ def time_against_ab(alpha_beta, t2, t2_pred, err_t2, *, penalty: str = r"\beta_1
     return fig
 
 
+MARKERS, LINESTYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")
+
+
+def against(x, left: dict[str, np.ndarray], right: dict[str, np.ndarray] | None = None, *, xlabel: str,
+            left_label: str, right_label: str | None = None, logx: bool = False, logy: bool = True,
+            title: str | None = None):
+    r"""Quantities against a swept parameter ``x`` (K,) on twin y axes (Figure 46, and any
+    summary of a sweep): each entry of ``left`` (label → K values) on the left axis, labelled
+    ``left_label``; with ``right``, each of its entries on a right axis labelled
+    ``right_label``, the left series in :data:`TRAIN`'s colour and the right ones in
+    :data:`TEST`'s (the axes' labels in the same colours), told apart by marker and line style;
+    without it, one colour per series too. Log y axes when ``logy``, log x when ``logx``; a NaN
+    (an event that did not happen in the run) leaves a gap. One legend below the axes."""
+    x = np.asarray(x, dtype=float)
+    fig, ax = new_figure()
+    axes = [(ax, left, TRAIN)]
+    if right:
+        axes.append((twin(ax, TEST, right_label or ""), right, TEST))
+    k = 0
+    for axis, series, color in axes:
+        for label, values in series.items():
+            axis.plot(x, np.asarray(values, dtype=float), color=color if right else f"C{k % 10}",
+                      marker=MARKERS[k % len(MARKERS)], ls=LINESTYLES[k % len(LINESTYLES)], ms=5, label=label)
+            k += 1
+        if logy:
+            axis.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(left_label, color=TRAIN if right else "k")
+    if title:
+        ax.set_title(title)
+    legend_outside(fig, [a for a, _, _ in axes])
+    return fig
+
+
 def components(ax, t, values, highlight=None, label: str = "b") -> None:
     r"""Every component of a recorded vector against t (log x), ``values`` (T, k). With
     ``highlight`` (indices: the support of :math:`b^*`) those are coloured and labelled

@@ -99,6 +99,21 @@ def make_error_grid_one_panel():
     return plots.error_grid(matrix_trajectory(G=tau.size), tau, r"$\tau$")
 
 
+def make_against():
+    tau = np.linspace(0, 1, 11)
+    t2 = 1.2e3 * 10 ** (1.2 * (1 - tau))
+    t2[:2] = np.nan  # never generalized in the run: a gap
+    return plots.against(tau, {"$t_1$ (threshold)": np.ones(11), "$t_1$ (plateau)": 300 + 50 * tau,
+                               "$t_2$ (threshold)": t2, "$t_2$ (plateau)": 1.1 * t2},
+                         {r"$e_{\mathrm{train}}(t_1)$": 6e-4 * np.ones(11), "final recovery error": 2e-3 - 1.4e-3 * tau},
+                         xlabel=r"$\tau$", left_label="step", right_label="relative error")
+
+
+def make_against_one_axis():
+    return plots.against([40, 50, 60, 70, 80], {"smallest $N$": [np.nan, 70, 60, 50, 50]}, xlabel="$N$",
+                         left_label="samples", logy=False, title="a title")
+
+
 def make_bound_check():
     traj, _ = trajectory()
     curves = {r"$\|P_V(b^{(t)}-\hat b)\|_2$": traj.train_error[0] * 0.1,
@@ -117,6 +132,7 @@ FIGURES = {"time_against_ab": make_time_against_ab, "time_against_ab-title": lam
            "mechanism-no-ratio": lambda: plots.mechanism(matrix_trajectory(), 1.0, T2, np.diag([9.5, 3.2] + [0.0] * 8),
                                                          ratio=False),
            "error_grid": make_error_grid, "error_grid-one-panel": make_error_grid_one_panel,
+           "against": make_against, "against-one-axis": make_against_one_axis,
            "bound_check": make_bound_check,
            "delay_scaling": make_delay_scaling}
 

@@ -430,3 +430,30 @@ proximal = _kernel(
     :math:`A^{(t+1)} = S_{\alpha\beta_*}(A^{(t)} - \alpha G_{\beta_2}(A^{(t)}))`.""")
 
 METHODS = {"subgradient": subgradient, "projected_subgradient": projected_subgradient, "proximal": proximal}
+
+
+def completion_sweep(A_star: np.ndarray, N, tau, *, method: str = "subgradient", seed: int = 0,
+                     **hyper) -> dict[int, MatrixTrajectory]:
+    r"""Matrix completion of ``A_star`` for every number of observed entries of the grid ``N``
+    and every τ of the grid ``tau`` (Appendix D.10, data selection by local coherence).
+
+    For each N, the masks and entries of :func:`grokkit.data.completion_masks` (one per τ, all
+    observing N entries, drawn with ``seed``) and one batched call of the kernel ``method``
+    (:data:`METHODS`), its configurations the τ values in order, with ``A_star`` for the
+    recovery error, ``seed`` for the initialisation and ``hyper`` its other keyword arguments
+    (``alpha``, ``beta_star``, ``steps``, ``init_scale``, ``init``, …): the calls of one N are
+    those a single-N page makes, so the result cache serves them to both. Returns
+    ``{N: MatrixTrajectory}``; ``method``, every N and τ are checked before any run."""
+    from grokkit.data import completion_masks
+
+    check_option("method", method, tuple(METHODS))
+    check_finite("A_star", A_star)
+    A_star = np.asarray(A_star, dtype=float)
+    if A_star.ndim != 2:
+        raise ValueError(f"A_star must be a matrix (2-d array), got shape {A_star.shape}")
+    sizes = [check_int("N", n, 1, A_star.size, high_name="n1*n2") for n in np.atleast_1d(np.asarray(N, dtype=object))]
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"N must be a grid of distinct values, got {show(N)}")
+    problems = {n: completion_masks(A_star, n, tau, seed) for n in sizes}
+    return {n: METHODS[method](masks, y, A_star.shape, A_star=A_star, seed=seed, **hyper)
+            for n, (masks, y) in problems.items()}
