@@ -261,7 +261,8 @@ def matrix_subgradient(operator, shape, A, y, beta_star, beta2=0.0) -> np.ndarra
     :math:`A^{(t+1)} = A^{(t)} - \alpha_tF(A^{(t)})`) for every matrix of ``A`` (..., n1, n2);
     :func:`matrix_gradient` plus ``beta_star`` times :func:`nuclear_subgradient`."""
     A = _matrices(A, shape)
-    return matrix_gradient(operator, shape, A, y, beta2) + _per_matrix("beta_star", beta_star, A) * nuclear_subgradient(A)
+    beta_star = _per_matrix("beta_star", beta_star, A)
+    return matrix_gradient(operator, shape, A, y, beta2) + beta_star * nuclear_subgradient(A)
 
 
 def nuclear_dominance_threshold(operator, shape, beta2=0.0) -> float:
@@ -406,13 +407,15 @@ def step_size_sums(alpha, T, alpha_decay=None) -> tuple[np.ndarray, np.ndarray]:
 
     ``T`` (K,) counts updates (integers ≥ 1); ``alpha`` and ``alpha_decay`` are scalars or one per
     configuration (G,). Returns two arrays of shape (G, K) (or (K,) for scalars). Exact sums of the
-    same float64 steps as the kernels, accumulated in chunks of 10⁶ terms."""
+    same float64 steps as the kernels, accumulated in chunks of 10⁶ terms: the cost is O(G max T),
+    like the run itself."""
     alpha = check_grid("alpha", alpha, 0.0)
     decay = np.full_like(alpha, np.inf) if alpha_decay is None else check_grid("alpha_decay", alpha_decay, 0.0,
                                                                                   closed="both")
     alpha, decay = np.broadcast_arrays(alpha, decay)
     if alpha.ndim > 1:
-        raise ValueError(f"alpha and alpha_decay must be scalars or one per configuration (G,), got shape {alpha.shape}")
+        raise ValueError(f"alpha and alpha_decay must be scalars or one per configuration (G,), "
+                         f"got shape {alpha.shape}")
     T_array = np.atleast_1d(np.asarray(T))
     T = np.array([check_int("T", t, 1, MAX_STEPS) for t in T_array.ravel()], dtype=np.int64).reshape(T_array.shape)
     if T.ndim != 1:
@@ -432,13 +435,20 @@ def step_size_sums(alpha, T, alpha_decay=None) -> tuple[np.ndarray, np.ndarray]:
     return sums[0], sums[1]
 
 
+def _column(v: np.ndarray) -> np.ndarray:
+    """A per-configuration array (G,) as a (G, 1) column against the T axis; scalars and (G, K) as they are."""
+    return v[:, None] if v.ndim == 1 else v
+
+
 def _bound_inputs(dist0, L, alpha, T, alpha_decay):
-    """Per-configuration values as (G, 1) columns (or scalars) and L as (G, K), with the step sums (G, K)."""
+    """``dist0`` and ``L`` checked, as columns (:func:`_column`), with the step sums (K,) or (G, K)."""
     dist0 = check_grid("dist0", dist0, 0.0, closed="left")
     L = check_grid("L", L, 0.0, closed="left")
+    if dist0.ndim > 1 or L.ndim > 2:
+        raise ValueError(f"dist0 must be a scalar or (G,) and L a scalar, (G,) or (G, K), got shapes "
+                         f"{dist0.shape} and {L.shape}")
     s1, s2 = step_size_sums(alpha, T, alpha_decay)
-    column = (lambda v: v[:, None] if v.ndim == 1 and s1.ndim == 2 else v)
-    return column(dist0), L if L.ndim == 2 else column(L), s1, s2
+    return _column(dist0), _column(L), s1, s2
 
 
 def subgradient_gap_bound(dist0, L, alpha, T, alpha_decay=None) -> np.ndarray:
@@ -449,7 +459,8 @@ def subgradient_gap_bound(dist0, L, alpha, T, alpha_decay=None) -> np.ndarray:
     ``dist0`` = :math:`\|A^{(1)} - A^*\|_F` (any reference point A* in place of the ground truth: the
     proof only uses the subgradient inequality at it); ``T`` (K,) the number of iterates (the kernels'
     record at step k holds :math:`A^{(k+1)}`, so T = k + 1); ``alpha``, ``alpha_decay`` as
-    :func:`step_size_sums`; ``dist0`` a scalar or (G,), ``L`` a scalar, (G,) or (G, K). Shape (G, K)."""
+    :func:`step_size_sums`; ``dist0`` a scalar or (G,), ``L`` a scalar, (G,) or (G, K) (one
+    configuration's L along T is (1, K)). Shape (G, K), or (K,) when every input is per T or scalar."""
     dist0, L, s1, s2 = _bound_inputs(dist0, L, alpha, T, alpha_decay)
     return (dist0**2 + L**2 * s2) / (2.0 * s1)
 
@@ -479,8 +490,7 @@ def nuclear_gap_bound(dist0, L, alpha, T, beta_star, alpha_decay=None, xi_norm=0
     xi_norm = check_range("xi_norm", xi_norm, 0.0, closed="left")
     A_star_norm = check_range("A_star_norm", A_star_norm, 0.0, closed="left")
     gap = subgradient_gap_bound(dist0, L, alpha, T, alpha_decay)
-    column = (lambda v: v[:, None] if v.ndim == 1 and gap.ndim == 2 else v)
-    return (gap + 0.5 * (xi_norm**2 + column(beta2) * A_star_norm**2)) / column(beta_star)
+    return (gap + 0.5 * (xi_norm**2 + _column(beta2) * A_star_norm**2)) / _column(beta_star)
 
 
 def deep_gradients(factors, grad):

@@ -201,6 +201,9 @@ def test_gap_bounds_formulas() -> None:
     nuc = theory.nuclear_gap_bound(dist0, L, alpha, T, [0.5, 2.0], b, xi_norm=0.3, beta2=[0.1, 0.0], A_star_norm=2.0)
     np.testing.assert_allclose(nuc, (bound + 0.5 * (0.09 + np.array([[0.4], [0.0]]))) / np.array([[0.5], [2.0]]),
                                rtol=1e-14)
+    # per-configuration dist0 and L with one scalar alpha (G = K = 3: no mix-up of the axes)
+    per = theory.subgradient_gap_bound([1.0, 2.0, 3.0], [[1.0] * 3, [2.0] * 3, [3.0] * 3], 0.1, [1, 2, 3])
+    np.testing.assert_allclose(per[2], (9 + 9 * 0.01 * np.arange(1, 4)) / (0.2 * np.arange(1, 4)), rtol=1e-14)
     # the constant-step bound tends to L^2 alpha / 2 (Corollary D.1)
     far = theory.subgradient_gap_bound(1.0, 3.0, 0.1, [10**7])
     assert far[0] == pytest.approx(theory.subgradient_gap_limit(3.0, 0.1), rel=1e-5)
@@ -253,6 +256,7 @@ def test_best_so_far_against_a_loop() -> None:
     (lambda p: theory.subgradient_gap_bound(-1.0, 1.0, 0.1, [5]), r"dist0 must be in \[0.0, inf\)"),
     (lambda p: theory.subgradient_gap_bound(1.0, float("inf"), 0.1, [5]), r"L must be in \[0.0, inf\)"),
     (lambda p: theory.nuclear_gap_bound(1.0, 1.0, 0.1, [5], 0.0), r"beta_star must be in \(0.0, inf\)"),
+    (lambda p: theory.subgradient_gap_bound(np.ones((2, 2)), 1.0, 0.1, [5]), r"dist0 must be a scalar or \(G,\)"),
     (lambda p: theory.matrix_objective(p[0], (N1, N2), np.zeros((N2, N1)), p[2], 0.1),
      r"A must have shape \(\.\.\., n1, n2\) = \(\.\.\., 6, 5\)"),
     (lambda p: theory.matrix_objective(p[0], (N1, N2), np.zeros((3, N1, N2)), p[2], [0.1, 0.2]),
