@@ -131,6 +131,19 @@ def value_at(steps: np.ndarray, curve: np.ndarray, at: np.ndarray) -> np.ndarray
     return out
 
 
+def best_so_far(curve: np.ndarray, largest: bool = False) -> np.ndarray:
+    r"""The running minimum along the records of each row of ``curve`` (G, T) — Theorem D.4's
+    :math:`f_{\rm best}^{(t)} = \min_{t' \le t}f(A^{(t')})` — or, with ``largest``, the running maximum
+    (the :math:`L = \max_{t' \le t}\|F(A^{(t')})\|_F` of Theorems D.4 and D.13). NaN entries are skipped.
+
+    On a run recorded at some steps only, the minimum over the records is at least the minimum over
+    every step, and the maximum at most: a bound checked with both is checked conservatively."""
+    curve = np.atleast_2d(np.asarray(curve, dtype=float))
+    if curve.ndim != 2 or curve.shape[1] < 1:
+        raise ValueError(f"curve must have shape (G, T) with T >= 1 records, got {curve.shape}")
+    return (np.fmax if largest else np.fmin).accumulate(curve, axis=1)
+
+
 def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
     r"""Least-squares slope of :math:`\log y` against :math:`\log x` over the finite positive pairs."""
     x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()

@@ -53,6 +53,7 @@ PARAMETER_CHECKS = {
     "seed": check_seed,
     "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
     "alpha": _positive,
+    "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
     **dict.fromkeys(("beta1", "beta2", "beta_star", "init_scale", "noise_std"), _nonnegative),
     "snr": lambda name, value: value is None or _positive(name, value),

@@ -1,6 +1,7 @@
 r"""The theory's predicted quantities for sparse recovery (Theorem 2.1, Lemma C.7, Theorem C.8,
-Corollary C.2, §C.6.2) and for matrix factorization (Theorem 2.2, Appendix D: Lemma D.7, Theorems
-D.8, D.9, D.12, Corollary D.2, Lemma D.14; the section "Matrix factorization" below).
+Corollary C.2, §C.6.2) and for matrix factorization (Theorem 2.2, Appendix D: Theorems D.4, D.5,
+D.8, D.9, D.12, D.13, Corollaries D.1, D.2, Lemmas D.7, D.14; the section "Matrix factorization"
+below).
 
 Notation: :math:`A = \tilde X^\top\tilde X + \beta_2 I_n`, :math:`\lambda_k` the eigenvalues of
 :math:`\tilde X^\top\tilde X` (the paper's :math:`\sigma_k`), :math:`\rho_p = \|I - \alpha A\|_{p\to p}`.
@@ -16,10 +17,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed
 from grokkit.data import least_squares, unvec, vec
 from grokkit.kernels.matrix import factor_gradients, product
+from grokkit.kernels.matrix import nuclear_subgradient as kernel_nuclear_subgradient
+from grokkit.kernels.run import MAX_STEPS, step_size
 
 
 def _hyper(alpha, beta1) -> tuple[np.ndarray, np.ndarray]:
@@ -250,6 +254,92 @@ def matrix_least_squares(operator, shape, y: np.ndarray, beta2: float = 0.0) -> 
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape (N,) = ({X.shape[0]},), got {y.shape}")
     return unvec(least_squares(X, y, beta2), *_shape(shape))
+
+
+def _matrices(A, shape) -> np.ndarray:
+    """``A`` as a finite float array of matrices (..., n1, n2)."""
+    n1, n2 = _shape(shape)
+    A = np.asarray(A, dtype=float)
+    if A.ndim < 2 or A.shape[-2:] != (n1, n2):
+        raise ValueError(f"A must have shape (..., n1, n2) = (..., {n1}, {n2}), got {A.shape}")
+    check_finite("A", A)
+    return A
+
+
+def _per_matrix(name: str, value, A: np.ndarray, low_closed: str = "left") -> np.ndarray:
+    """A coefficient given as a scalar or one value per configuration (the leading axis of ``A``, or
+    its leading axes), as an array broadcasting against the matrices of ``A`` (..., n1, n2)."""
+    v = check_grid(name, value, 0.0, closed=low_closed)
+    if v.ndim > A.ndim - 2 or v.shape != A.shape[:v.ndim]:
+        raise ValueError(f"{name} must be a scalar or have the leading shape of A {A.shape[:-2]}, "
+                         f"got shape {v.shape}")
+    return v.reshape(v.shape + (1,) * (A.ndim - v.ndim))
+
+
+def _residual(operator, shape, A: np.ndarray, y) -> tuple[np.ndarray, np.ndarray]:
+    r"""The explicit X and :math:`X\operatorname{vec}A - y^*` for every matrix of ``A`` (..., n1, n2)."""
+    X = measurement_matrix(operator, shape)
+    y = np.asarray(y, dtype=float)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape (N,) = ({X.shape[0]},), got {y.shape}")
+    check_finite("y", y)
+    return X, np.swapaxes(A, -1, -2).reshape(A.shape[:-2] + (-1,)) @ X.T - y
+
+
+def matrix_objective(operator, shape, A, y, beta_star, beta2=0.0) -> np.ndarray:
+    r"""The objective of App. D.6, :math:`f(A) = \tfrac12\|X\operatorname{vec}A - y^*\|_2^2 +
+    \tfrac{\beta_2}2\|A\|_F^2 + \beta_*\|A\|_*`, for every matrix of ``A`` (..., n1, n2): shape ``A.shape[:-2]``.
+
+    ``beta_star`` and ``beta2`` (≥ 0) are scalars or one value per configuration (the leading axis of
+    ``A``: a run's recorded iterates (G, T, n1, n2) with ``config["beta_star"]``). At the ground truth,
+    with :math:`y^* = X\operatorname{vec}A^* + \xi`, this is Theorem D.4's
+    :math:`f^* = \beta_*\|A^*\|_* + \tfrac{\beta_2}2\|A^*\|_F^2 + \tfrac12\|\xi\|_2^2` (the paper writes
+    :math:`\|\xi\|_2^2`, spec §5 item 9)."""
+    A = _matrices(A, shape)
+    beta_star, beta2 = _per_matrix("beta_star", beta_star, A)[..., 0, 0], _per_matrix("beta2", beta2, A)[..., 0, 0]
+    _, r = _residual(operator, shape, A, y)
+    return (0.5 * np.sum(r**2, axis=-1) + 0.5 * beta2 * np.sum(A**2, axis=(-2, -1))
+            + beta_star * np.linalg.svd(A, compute_uv=False).sum(axis=-1))
+
+
+def matrix_gradient(operator, shape, A, y, beta2=0.0) -> np.ndarray:
+    r""":math:`G_{\beta_2}(A) = \nabla g_{\beta_2}(A) = \operatorname{unvec}(X^\top(X\operatorname{vec}A - y^*)) + \beta_2A`
+    (eq. 100) for every matrix of ``A`` (..., n1, n2); ``beta2`` a scalar or one per configuration."""
+    A = _matrices(A, shape)
+    beta2 = _per_matrix("beta2", beta2, A)
+    X, r = _residual(operator, shape, A, y)
+    return np.swapaxes((r @ X).reshape(A.shape[:-2] + A.shape[:-3:-1]), -1, -2) + beta2 * A
+
+
+def nuclear_subgradient(A) -> np.ndarray:
+    r""":math:`h(A) = UV^\top \in \partial\|A\|_*` (App. D.6) for every matrix of ``A`` (..., n1, n2), from
+    the thin SVD with all min(n1, n2) singular vectors, those of zero singular values included (the
+    kernels' :func:`grokkit.kernels.matrix.nuclear_subgradient`, whose checked numpy front this is). So
+    :math:`\|h(A)\|_F^2 = \|h(A)\|_* = \min(n_1, n_2)` whatever the rank of A (Lemma D.6's proof, spec §5 item 6)."""
+    A = np.asarray(A, dtype=float)
+    if A.ndim < 2:
+        raise ValueError(f"A must have shape (..., n1, n2), got {A.shape}")
+    check_finite("A", A)
+    return kernel_nuclear_subgradient(torch.as_tensor(A)).numpy()
+
+
+def matrix_subgradient(operator, shape, A, y, beta_star, beta2=0.0) -> np.ndarray:
+    r""":math:`F(A) = G_{\beta_2}(A) + \beta_*h(A)` (App. D.6, eq. 101: the kernels' update is
+    :math:`A^{(t+1)} = A^{(t)} - \alpha_tF(A^{(t)})`) for every matrix of ``A`` (..., n1, n2);
+    :func:`matrix_gradient` plus ``beta_star`` times :func:`nuclear_subgradient`."""
+    A = _matrices(A, shape)
+    beta_star = _per_matrix("beta_star", beta_star, A)
+    return matrix_gradient(operator, shape, A, y, beta2) + beta_star * nuclear_subgradient(A)
+
+
+def nuclear_dominance_threshold(operator, shape, beta2=0.0) -> float:
+    r"""The threshold of Theorem D.5 (Lemma D.6 with :math:`L = \sigma_\max(X^\top X) + \beta_2`):
+    :math:`(\sigma_\max(X^\top X) + \beta_2)/\sqrt{\min(n_1, n_2)}`, above which the paper predicts
+    that :math:`\beta_*h` dominates the updates (:math:`1/\sqrt{10} \approx 0.316` for 10×10 completion,
+    where :math:`\sigma_\max(X^\top X) = 1`)."""
+    n1, n2 = _shape(shape)
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    return float((eigenvalues(measurement_matrix(operator, shape))[0] + beta2) / math.sqrt(min(n1, n2)))
 
 
 def _matrix_hyper(alpha, beta_star) -> tuple[np.ndarray, np.ndarray]:
@@ -496,6 +586,99 @@ def nuclear_singular_values(sigma, alpha, steps: int, beta_star=1.0, svd: str = 
             out[k + 1] = np.where(out[k] > 0.0, np.abs(out[k] - step), 0.0) if svd == "compact" \
                 else np.abs(out[k] - step)
     return out
+
+
+def step_size_sums(alpha, T, alpha_decay=None) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`\sum_{t=1}^T\alpha_t` and :math:`\sum_{t=1}^T\alpha_t^2` for the kernels' steps
+    :math:`\alpha_t = \alpha(1+b)/(b+t)` (``alpha_decay`` = b in [0, inf], :func:`grokkit.kernels.run.step_size`;
+    None or inf: the constant step α), the sums of Theorems D.4 and D.13 and Corollary D.1.
+
+    ``T`` (K,) counts updates (integers ≥ 1); ``alpha`` and ``alpha_decay`` are scalars or one per
+    configuration (G,). Returns two arrays of shape (G, K) (or (K,) for scalars). Exact sums of the
+    same float64 steps as the kernels, accumulated in chunks of 10⁶ terms: the cost is O(G max T),
+    like the run itself."""
+    alpha = check_grid("alpha", alpha, 0.0)
+    decay = np.full_like(alpha, np.inf) if alpha_decay is None else check_grid("alpha_decay", alpha_decay, 0.0,
+                                                                                  closed="both")
+    alpha, decay = np.broadcast_arrays(alpha, decay)
+    if alpha.ndim > 1:
+        raise ValueError(f"alpha and alpha_decay must be scalars or one per configuration (G,), "
+                         f"got shape {alpha.shape}")
+    T_array = np.atleast_1d(np.asarray(T))
+    T = np.array([check_int("T", t, 1, MAX_STEPS) for t in T_array.ravel()], dtype=np.int64).reshape(T_array.shape)
+    if T.ndim != 1:
+        raise ValueError(f"T must be a scalar or 1-D (K,), got shape {T.shape}")
+    flat_a, flat_b = np.atleast_1d(alpha), np.atleast_1d(decay)
+    sums = np.zeros((2, flat_a.size, T.size))
+    order = np.argsort(T)
+    total, done, chunk = np.zeros((2, flat_a.size)), 0, 10**6
+    for k in order:  # T ascending: extend the running sums to T[k]
+        while done < T[k]:
+            t = np.arange(done + 1, min(done + chunk, T[k]) + 1, dtype=float)
+            steps = step_size(flat_a[:, None], flat_b[:, None], t)
+            total += [steps.sum(axis=1), (steps**2).sum(axis=1)]
+            done = int(t[-1])
+        sums[:, :, k] = total
+    sums = sums.reshape((2,) + alpha.shape + T.shape)
+    return sums[0], sums[1]
+
+
+def _column(v: np.ndarray) -> np.ndarray:
+    """A per-configuration array (G,) as a (G, 1) column against the T axis; scalars and (G, K) as they are."""
+    return v[:, None] if v.ndim == 1 else v
+
+
+def _bound_inputs(dist0, L, alpha, T, alpha_decay):
+    """``dist0`` and ``L`` checked, as columns (:func:`_column`), with the step sums (K,) or (G, K)."""
+    dist0 = check_grid("dist0", dist0, 0.0, closed="left")
+    L = check_grid("L", L, 0.0, closed="left")
+    if dist0.ndim > 1 or L.ndim > 2:
+        raise ValueError(f"dist0 must be a scalar or (G,) and L a scalar, (G,) or (G, K), got shapes "
+                         f"{dist0.shape} and {L.shape}")
+    s1, s2 = step_size_sums(alpha, T, alpha_decay)
+    return _column(dist0), _column(L), s1, s2
+
+
+def subgradient_gap_bound(dist0, L, alpha, T, alpha_decay=None) -> np.ndarray:
+    r"""Theorem D.4: :math:`f_{\rm best}^{(T)} - f(A^*) \le \dfrac{\|A^{(1)} - A^*\|_F^2 + L^2\sum_{t\le T}\alpha_t^2}
+    {2\sum_{t\le T}\alpha_t}`, with :math:`f_{\rm best}^{(T)} = \min_{t\le T}f(A^{(t)})` over the iterates
+    :math:`A^{(1)}, \dots, A^{(T)}` and :math:`L \ge \max_{t\le T}\|F(A^{(t)})\|_F` (all the proof uses).
+
+    ``dist0`` = :math:`\|A^{(1)} - A^*\|_F` (any reference point A* in place of the ground truth: the
+    proof only uses the subgradient inequality at it); ``T`` (K,) the number of iterates (the kernels'
+    record at step k holds :math:`A^{(k+1)}`, so T = k + 1); ``alpha``, ``alpha_decay`` as
+    :func:`step_size_sums`; ``dist0`` a scalar or (G,), ``L`` a scalar, (G,) or (G, K) (one
+    configuration's L along T is (1, K)). Shape (G, K), or (K,) when every input is per T or scalar."""
+    dist0, L, s1, s2 = _bound_inputs(dist0, L, alpha, T, alpha_decay)
+    return (dist0**2 + L**2 * s2) / (2.0 * s1)
+
+
+def subgradient_gap_limit(L, alpha, alpha_decay=None) -> np.ndarray:
+    r"""Corollary D.1, the limit T → ∞ of :func:`subgradient_gap_bound`: :math:`L^2\alpha/2` for the
+    constant step (eq. 104; ``alpha_decay`` None or inf), 0 for the square-summable but not summable
+    steps :math:`\alpha_t = \alpha(1+b)/(b+t)` (eq. 105). Broadcasts over (G,) arrays."""
+    L, alpha = check_grid("L", L, 0.0, closed="left"), check_grid("alpha", alpha, 0.0)
+    decay = np.inf if alpha_decay is None else check_grid("alpha_decay", alpha_decay, 0.0, closed="both")
+    return np.where(np.isinf(decay), L**2 * alpha / 2.0, 0.0)
+
+
+def nuclear_gap_bound(dist0, L, alpha, T, beta_star, alpha_decay=None, xi_norm=0.0, beta2=0.0,
+                      A_star_norm=0.0) -> np.ndarray:
+    r"""Theorem D.13: :math:`\min_{t\le T}(\|A^{(t)}\|_* - \|A^*\|_*) \le
+    \dfrac{\|A^{(1)} - A^*\|_F^2 + L^2\sum_{t\le T}\alpha_t^2}{2\beta_*\sum_{t\le T}\alpha_t}
+    + \dfrac{\|\xi\|_2^2 + \beta_2\|A^*\|_F^2}{2\beta_*}`, with :math:`L = \max_{t\le T}\|F(A^{(t)})\|_F`
+    (the paper's :math:`\max_t\|\nabla_Af(A^{(t)})\|_F`).
+
+    It is :func:`subgradient_gap_bound` divided by β* plus the second term, because
+    :math:`\beta_*\|A\|_* \le f(A)` and :math:`f(A^*) = \beta_*\|A^*\|_* + \tfrac{\beta_2}2\|A^*\|_F^2 + \tfrac12\|\xi\|_2^2`.
+    ``xi_norm`` = :math:`\|\xi\|_2`, ``A_star_norm`` = :math:`\|A^*\|_F`; ``beta_star`` > 0 and ``beta2``
+    scalars or (G,); the other arguments as :func:`subgradient_gap_bound`. Shape (G, K)."""
+    beta_star = check_grid("beta_star", beta_star, 0.0)
+    beta2 = check_grid("beta2", beta2, 0.0, closed="left")
+    xi_norm = check_range("xi_norm", xi_norm, 0.0, closed="left")
+    A_star_norm = check_range("A_star_norm", A_star_norm, 0.0, closed="left")
+    gap = subgradient_gap_bound(dist0, L, alpha, T, alpha_decay)
+    return (gap + 0.5 * (xi_norm**2 + _column(beta2) * A_star_norm**2)) / _column(beta_star)
 
 
 def deep_gradients(factors, grad):

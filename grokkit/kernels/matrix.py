@@ -332,7 +332,8 @@ def _array(name: str, value, ndim: int, what: str) -> np.ndarray:
     return array
 
 
-def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale, init, seed, device):
+def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale, alpha_decay, init, seed,
+             device):
     """Validate every argument and move the problem to ``device``; nothing is computed before this."""
     device = resolve_device(device)
     check_option("init", init, DEEP_INITS)
@@ -340,7 +341,8 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
     if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
         raise ValueError(f"shape must be a pair (n1, n2), got {show(shape)}")
     n1, n2 = check_int("n1", shape[0], 1), check_int("n2", shape[1], 1)
-    config = configurations(alpha=alpha, beta_star=beta_star, beta2=beta2, init_scale=init_scale)
+    config = configurations(alpha=alpha, beta_star=beta_star, beta2=beta2, init_scale=init_scale,
+                            **({} if alpha_decay is None else {"alpha_decay": alpha_decay}))
     operator = np.asarray(operator)
     kind = "completion" if operator.dtype == bool else "sensing"
     if kind == "completion":
@@ -387,13 +389,13 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
 def _kernel(method: str, step, rule: str):
     """The public function of one update rule."""
     def kernel(operator, y, shape, *, alpha, beta_star, beta2=0.0, steps, A_star=None, init_scale=1e-6,
-               init="random", seed=0, record_A=False, dense=1000, per_decade=100, stop_periodic=True,
-               device="auto", progress=None) -> MatrixTrajectory:
+               alpha_decay=None, init="random", seed=0, record_A=False, dense=1000, per_decade=100,
+               stop_periodic=True, device="auto", progress=None) -> MatrixTrajectory:
         steps = check_int("steps", steps, 1, MAX_STEPS)
         check_int("dense", dense, 0)
         check_int("per_decade", per_decade, 1)
         data, config, A0 = _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale,
-                                    init, seed, device)
+                                    alpha_decay, init, seed, device)
         G, (n1, n2) = A0.shape[0], A0.shape[1:]
         return run(MATRIX, method, step, data, config, A0, steps, work=G * n1 * n2 * (data["op"].N + min(n1, n2)),
                    record=record_A, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
@@ -406,9 +408,14 @@ def _kernel(method: str, step, rule: str):
     (N, n1·n2) or (G, N, n1·n2) for matrix sensing (column-major vec); ``y`` (N,) or (G, N), with
     completion's entries in row-major order of the mask (``A_star[mask]``); ``shape`` = (n1, n2).
     ``alpha`` (< 2/(λ_max + β₂), checked; λ_max = 1 for completion), ``beta_star``, ``beta2`` and
-    ``init_scale`` are scalars or (G,) grids (:func:`grokkit.kernels.grid`). ``A_star`` gives the
-    recovery error. :math:`A^{{(1)}} = \zeta\tilde A` with ``init`` "random"
-    (:math:`\mathcal N(0, 1/(n_1n_2))` entries from ``seed``) or "identity". ``record_A`` keeps
+    ``init_scale`` are scalars or (G,) grids (:func:`grokkit.kernels.grid`). ``alpha_decay`` = b
+    (None, a scalar or a (G,) grid in [0, inf]) makes the step decay,
+    :math:`\alpha_t = \alpha(1+b)/(b+t)` at update t = 1, 2, … (:func:`grokkit.kernels.run.step_size`:
+    :math:`\alpha_1 = \alpha`, square-summable but not summable, Corollary D.1); None or inf is the
+    constant step α; the stability check applies to :math:`\alpha = \max_t\alpha_t`, and the
+    trajectory's ``config`` then holds ``alpha_decay``. ``A_star`` gives the recovery error.
+    :math:`A^{{(1)}} = \zeta\tilde A` with ``init`` "random" (:math:`\mathcal N(0, 1/(n_1n_2))`
+    entries from ``seed``) or "identity". ``record_A`` keeps
     the iterates; ``dense``, ``per_decade``, ``stop_periodic``, ``device``, ``progress`` as for the
     sparse kernels (:func:`grokkit.kernels.subgradient`). Returns a :class:`MatrixTrajectory`;
     raises ``ValueError`` before any compute for a bad input; warns ``RuntimeWarning`` naming the

@@ -135,10 +135,10 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 def configurations(**hyper) -> dict[str, np.ndarray]:
     r"""Broadcast scalar or (G,) hyper-parameters to (G,) float arrays, checking each value:
-    :math:`\alpha \in (0, \infty)`, the others (``beta1`` or ``beta_star``, ``beta2``,
-    ``init_scale``) in :math:`[0, \infty)`, no grid empty."""
-    arrays = {k: np.atleast_1d(check_grid(k, v, 0.0, closed="neither" if k == "alpha" else "left"))
-              for k, v in hyper.items()}
+    :math:`\alpha \in (0, \infty)`, ``alpha_decay`` in :math:`[0, \infty]` (:func:`step_size`), the
+    others (``beta1`` or ``beta_star``, ``beta2``, ``init_scale``) in :math:`[0, \infty)`, no grid empty."""
+    closed = {"alpha": "neither", "alpha_decay": "both"}
+    arrays = {k: np.atleast_1d(check_grid(k, v, 0.0, closed=closed.get(k, "left"))) for k, v in hyper.items()}
     sizes = {a.size for a in arrays.values()} - {1}
     if len(sizes) > 1 or any(a.ndim != 1 for a in arrays.values()):
         shapes = {k: a.shape for k, a in arrays.items()}
@@ -147,6 +147,18 @@ def configurations(**hyper) -> dict[str, np.ndarray]:
                          f"got shapes {shapes}")
     G = sizes.pop() if sizes else 1
     return {k: np.broadcast_to(a, (G,)).copy() for k, a in arrays.items()}
+
+
+def step_size(alpha, alpha_decay, t):
+    r"""The step size :math:`\alpha_t` of update t = 1, 2, … (the update from :math:`x^{(t)}` to
+    :math:`x^{(t+1)}`, the paper's indexing; the kernels' step count is t − 1):
+    :math:`\alpha_t = \alpha(1 + b)/(b + t)`, ``alpha_decay`` = b in :math:`[0, \infty]`. So
+    :math:`\alpha_1 = \alpha` and :math:`\alpha_t = a/(b + t)` with :math:`a = \alpha(1 + b)`: the
+    square-summable but not summable steps of Corollary D.1 and of the remark after Theorem D.13
+    (every a > 0, b ≥ 0); b = inf is the constant step :math:`\alpha_t = \alpha` (Corollary D.1, eq. 104).
+    Written :math:`\alpha/(1 + (t-1)/(1+b))`, exact for b = inf; numpy arrays or torch tensors,
+    broadcast (the loop of :func:`run` and :func:`grokkit.theory.step_size_sums` share it)."""
+    return alpha / (1 + (t - 1) / (1 + alpha_decay))
 
 
 def lambda_max(X: torch.Tensor) -> np.ndarray:
@@ -338,7 +350,10 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
         per_decade: int = 100, stop_periodic: bool = True, progress: bool | None = None):
     """Iterate ``x <- step(x, *operands, alpha, penalty, beta2, **extra)`` ``steps`` times for every
     configuration of ``config`` and record the family's curves on :func:`log_schedule`
-    (and the iterates if ``record``). ``beta2`` is passed as None when it is 0 for every
+    (and the iterates if ``record``). With ``config["alpha_decay"]`` the t-th update uses the
+    decaying step :func:`step_size` (Corollary D.1) in place of ``alpha``; it runs in the PyTorch
+    steps (the fused path has constant steps), and only period-1 cycles stop such configurations
+    (period 2 needs a constant step). ``beta2`` is passed as None when it is 0 for every
     configuration, so that steps can skip its terms. ``work`` estimates the multiply-adds of
     one step of all configurations (small problems run on one CPU thread).
 
@@ -399,12 +414,15 @@ class _State:
     def __init__(self, family: Family, method: str, data: dict, config: dict[str, np.ndarray], x0: torch.Tensor):
         device = x0.device
         self.family = family
+        # alpha_decay (a decaying step, Corollary D.1) runs in the PyTorch steps only.
+        self.decay = "alpha_decay" in config and bool(np.isfinite(config["alpha_decay"]).any())
         self.fused = (fused.FusedSteps(method, data["X"], data["y"], config["alpha"], config[family.penalty],
                                        config["beta2"], x0, data.get("P"))
-                      if family.fused and fused.usable(method, data["X"], data["y"]) else None)
+                      if family.fused and not self.decay and fused.usable(method, data["X"], data["y"]) else None)
         column = (-1,) + (1,) * (x0.dim() - 1)
         self.col = {k: torch.as_tensor(config[k], dtype=x0.dtype, device=device).reshape(column)
-                    for k in ("alpha", family.penalty, "beta2")}
+                    for k in ("alpha", family.penalty, "beta2") + (("alpha_decay",) if self.decay else ())}
+        self.t = 0  # updates done
         self.ridge = bool(np.any(config["beta2"]))
         self.data = dict(data)
         self.extra = tuple(k for k in data if k not in family.operands and k != family.target)
@@ -414,6 +432,7 @@ class _State:
 
     def advance(self, step: Callable, k: int) -> None:
         """``k`` updates; the two previous iterates are kept to detect cycles."""
+        self.t += k
         if self.fused is not None:
             self.fused.advance(k)
             self.x = self.fused.iterate()
@@ -422,7 +441,9 @@ class _State:
         c = self.col
         hyper = (c["alpha"], c[self.family.penalty], c["beta2"] if self.ridge else None)
         extra = {name: self.data[name] for name in self.extra}
-        for _ in range(k):
+        for i in range(self.t - k + 1, self.t + 1):
+            if self.decay:
+                hyper = (step_size(c["alpha"], c["alpha_decay"], i),) + hyper[1:]
             self.x_prev2, self.x_prev, self.x = self.x_prev, self.x, step(self.x, *operands, *hyper, **extra)
 
     def observe(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -441,6 +462,8 @@ class _State:
             self.x_prev, self.x_prev2 = self.fused.iterate(1), self.fused.iterate(2)
         fixed = (self.x == self.x_prev).flatten(1).all(dim=1)
         cycle = (self.x == self.x_prev2).flatten(1).all(dim=1) & ~fixed
+        if self.decay:  # a 2-cycle of decaying steps does not repeat
+            cycle &= torch.isinf(self.col["alpha_decay"]).flatten()
         periodic = fixed | cycle
         if not periodic.any():
             return periodic
