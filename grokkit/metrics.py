@@ -177,6 +177,26 @@ def rank_trend(x: np.ndarray, rows: np.ndarray) -> float:
     return float(np.mean([np.corrcoef(rx, ranks(row))[0, 1] for row in rows]))
 
 
+def effective_rank(singular_values: np.ndarray) -> np.ndarray:
+    r"""Effective rank :math:`\exp(-\sum_i p_i\log p_i)`, :math:`p_i = \sigma_i/\sum_j\sigma_j`
+    (Roy and Vetterli, 2007), along the last axis of ``singular_values`` (e.g. a
+    :class:`~grokkit.kernels.matrix.MatrixTrajectory`'s (G, T, k)): between 1 and the number of
+    nonzero singular values, equal to r for r equal ones. The values are finite, nonnegative and
+    not all zero along the last axis."""
+    sigma = np.asarray(singular_values, dtype=float)
+    if sigma.ndim < 1 or sigma.shape[-1] < 1:
+        raise ValueError(f"singular_values must have at least one entry along its last axis, got shape {sigma.shape}")
+    check_finite("singular_values", sigma)
+    if (sigma < 0).any():
+        raise ValueError(f"singular_values must be >= 0, got {show(float(sigma.min()))}")
+    total = sigma.sum(axis=-1, keepdims=True)
+    if not (total > 0).all():
+        raise ValueError("singular_values must not be all zero along the last axis (the rank of 0 is 0, "
+                         "not an effective rank)")
+    p = sigma / total
+    return np.exp(-np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1))
+
+
 def relative_error(b: np.ndarray, b_star: np.ndarray) -> np.ndarray:
     r""":math:`\|b - b^*\|_2/\|b^*\|_2` along the last axis; ``b_star`` finite and nonzero."""
     check_finite("b_star", b_star)

@@ -13,9 +13,10 @@ column-major :math:`\operatorname{vec} A`.
 The deep factorization :math:`A = \mathcal A_1\cdots\mathcal A_L` (§D.11, eqs. 128–130) keeps its
 factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`).
 
-:func:`subgradient`, :func:`projected_subgradient` and :func:`proximal` run the steps in the loop
-every kernel family shares (:func:`grokkit.kernels.run.run`: schedule, records, early stop,
-divergence), with the matrix family's records (:class:`MatrixTrajectory`).
+:func:`subgradient`, :func:`projected_subgradient`, :func:`proximal` and :func:`deep` run the steps
+in the loop every kernel family shares (:func:`grokkit.kernels.run.run`: schedule, records, early
+stop, divergence), with the matrix family's records (:class:`MatrixTrajectory`); :data:`DEEP`
+iterates on the factors and records their product.
 """
 from __future__ import annotations
 
@@ -250,11 +251,13 @@ def deep_step(factors, op, y, alpha, beta_star, beta2):
     for the objective :math:`\tfrac12\|\mathcal X(A) - y^*\|^2 + \tfrac{\beta_2}2\sum_k\|\mathcal A_k\|_F^2
     + \beta_*\sum_k\|\mathcal A_k\|_*` (spec §3.7: the authors' code is right only for L = 2, β₂ = 0)."""
     grads = factor_gradients(factors, data_gradient(product(factors), op, y, None))
+    nuclear = bool(beta_star.any())
     out = []
-    for F, grad in zip(factors, grads):
-        update = grad + beta_star * nuclear_subgradient(F)
+    for F, update in zip(factors, grads):
         if beta2 is not None:
             update = update + beta2 * F
+        if nuclear:  # NaN (a diverged configuration) made finite: LAPACK's SVD fails on it
+            update = update + beta_star * nuclear_subgradient(torch.nan_to_num(F))
         out.append(F - alpha * update)
     return out
 
@@ -267,16 +270,23 @@ FINITE = ("train_error", "test_error", "nuclear", "frobenius")
 
 @dataclass
 class MatrixTrajectory:
-    r"""Recorded run of G configurations on a matrix problem (numpy, float64).
+    r"""Recorded run of G configurations on a matrix problem (numpy, float64); for the deep
+    factorization (:func:`deep`), of the product :math:`A = \mathcal A_1\cdots\mathcal A_L`.
 
     ``steps[j]`` is the number of updates at record j (0 is :math:`A^{(1)}`). Curves (G, T):
     relative training error :math:`\|\mathcal X(A) - y^*\|_2/\|y^*\|_2`, relative recovery error
     :math:`\|A - A^*\|_F/\|A^*\|_F`, :math:`\|A\|_*`, :math:`\|A\|_F` and the gradient ratio
     :math:`\|\beta_* h(A)\|_F/\|G_{\beta_2}(A)\|_F` (:math:`\|UV^\top\|_F = \sqrt{\min(n_1, n_2)}` with
-    the thin SVD). ``singular_values`` (G, T, min(n1, n2)) are all the singular values of
+    the thin SVD); for the deep factorization it compares the two terms of the update of all the
+    factors' parameters together,
+    :math:`\|\beta_*(h(\mathcal A_1), \dots, h(\mathcal A_L))\|_F/\|(G_{\beta_2}(\mathcal A_1), \dots,
+    G_{\beta_2}(\mathcal A_L))\|_F`, :math:`G_{\beta_2}(\mathcal A_k)` the factor's gradient (eq. 129;
+    NaN at an exact fit with :math:`\beta_2 = 0`, as for one factor). ``singular_values`` (G, T, min(n1, n2)) are all the singular values of
     :math:`A^{(t)}` at each record, in decreasing order. ``A`` holds the iterates (G, T, n1, n2)
     when recorded. ``stopped_at``, ``diverged``, ``backend``: as in
-    :class:`grokkit.kernels.Trajectory`.
+    :class:`grokkit.kernels.Trajectory`. ``depth`` is L (1 for the shallow kernels) and
+    ``factor_nuclear`` (G, T) the penalty the deep factorization applies,
+    :math:`\sum_k\|\mathcal A_k\|_*` (None for the shallow kernels, where it is ``nuclear``).
     """
 
     method: str
@@ -295,6 +305,8 @@ class MatrixTrajectory:
     device: str
     seconds: float
     backend: str = "torch"
+    depth: int = 1
+    factor_nuclear: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.A_final.shape[0]
@@ -305,16 +317,44 @@ class MatrixTrajectory:
         return self.config["alpha"] * self.config["beta_star"]
 
 
-def _observe(A: torch.Tensor, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """The :data:`CURVES` (5, g) of every matrix of ``A`` and its singular values (g, min(n1, n2))."""
+def _singular_values(A: torch.Tensor) -> torch.Tensor:
+    """The singular values of every matrix of ``A`` (g, ...), NaN for a matrix with a non-finite
+    entry (a diverged configuration: LAPACK's SVD fails on NaN)."""
+    finite = torch.isfinite(A).flatten(1).all(dim=1)
+    return torch.where(finite[:, None], torch.linalg.svdvals(torch.nan_to_num(A)), math.nan)
+
+
+def _observe_factors(factors, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    r"""The :data:`CURVES` (5, g) of the product A of ``factors`` and its singular values (g, min(n1, n2)).
+
+    The gradient ratio compares the two terms of the update of the parameters, all the factors
+    together: :math:`\|\beta_*(h(\mathcal A_1), \dots, h(\mathcal A_L))\|_F /
+    \|(G_{\beta_2}(\mathcal A_1), \dots, G_{\beta_2}(\mathcal A_L))\|_F` with
+    :math:`G_{\beta_2}(\mathcal A_k)` of eq. (129) and :math:`\|h(\mathcal A_k)\|_F = \sqrt{\min(d_{k-1}, d_k)}`;
+    for one factor, :math:`\|\beta_* h(A)\|_F/\|G_{\beta_2}(A)\|_F` (eq. 101)."""
     op, y, A_star = data["op"], data["y"], data["A_star"]
     norm, fro = torch.linalg.vector_norm, (lambda M: torch.linalg.matrix_norm(M, ord="fro"))
+    A = product(factors)
     r = op(A) - y
-    grad = op.adjoint(r) + col["beta2"] * A
-    sv = torch.linalg.svdvals(A)
+    grads = factor_gradients(factors, op.adjoint(r))
+    grad = torch.cat([(g + col["beta2"] * F).flatten(1) for g, F in zip(grads, factors)], dim=1)
+    sv = _singular_values(A)
     test = (fro(A - A_star) / fro(A_star) if A_star is not None else torch.full_like(sv[:, 0], math.nan))
-    h_norm = col["beta_star"][:, 0, 0] * math.sqrt(min(A.shape[-2:]))
-    return torch.stack([norm(r, dim=-1) / norm(y, dim=-1), test, sv.sum(dim=-1), fro(A), h_norm / fro(grad)]), [sv]
+    h_norm = col["beta_star"][:, 0, 0] * math.sqrt(sum(min(F.shape[-2:]) for F in factors))
+    return torch.stack([norm(r, dim=-1) / norm(y, dim=-1), test, sv.sum(dim=-1), fro(A),
+                        h_norm / norm(grad, dim=-1)]), [sv]
+
+
+def _observe(A: torch.Tensor, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The :data:`CURVES` (5, g) of every matrix of ``A`` and its singular values (g, min(n1, n2))."""
+    return _observe_factors([A], data, col)
+
+
+def _observe_deep(factors, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    r"""The :data:`DEEP_CURVES` (6, g): the :data:`CURVES` of the product, then :math:`\sum_k\|\mathcal A_k\|_*`."""
+    values, traces = _observe_factors(factors, data, col)
+    penalty = sum(_singular_values(F).sum(dim=-1) for F in factors)
+    return torch.cat([values, penalty[None]]), traces
 
 
 def _result(*, curves, iterates, final, traces, **fields) -> MatrixTrajectory:
@@ -323,6 +363,12 @@ def _result(*, curves, iterates, final, traces, **fields) -> MatrixTrajectory:
 
 MATRIX = Family(penalty="beta_star", curves=CURVES, finite=FINITE, operands=("op", "y"), target="A_star",
                 evaluate=_observe, result=_result, unbatched={"A_star": 2}, traces=("singular_values",))
+
+DEEP_CURVES = CURVES + ("factor_nuclear",)
+# The deep factorization: the iterate is the list of factors, the product is recorded.
+DEEP = Family(penalty="beta_star", curves=DEEP_CURVES, finite=FINITE + ("factor_nuclear",), operands=("op", "y"),
+              target="A_star", evaluate=_observe_deep, result=_result, unbatched={"A_star": 2},
+              traces=("singular_values",), view=product)
 
 
 def _array(name: str, value, ndim: int, what: str) -> np.ndarray:
@@ -333,8 +379,10 @@ def _array(name: str, value, ndim: int, what: str) -> np.ndarray:
 
 
 def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale, alpha_decay, init, seed,
-             device):
-    """Validate every argument and move the problem to ``device``; nothing is computed before this."""
+             device, depth=1):
+    """Validate every argument and move the problem to ``device``; nothing is computed before this.
+    Returns the data, the configurations and the ``depth`` initial factors (:func:`deep_init`, each
+    scaled by the configuration's ``init_scale``)."""
     device = resolve_device(device)
     check_option("init", init, DEEP_INITS)
     seed = check_seed("seed", seed)
@@ -379,11 +427,11 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
         if op.N > n1 * n2 or torch.linalg.matrix_rank(op.X).min().item() < op.N:
             raise ValueError(f"projected_subgradient needs rank(X) = N <= n1*n2 so that {{X(A) = y}} is a "
                              f"nonempty affine set, got N = {op.N}, n1*n2 = {n1 * n2}")
-    start = deep_init(n1, n2, 1, 1.0, init=init, seed=seed)[0][0]
-    A0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None] * start
+    scale = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None]
+    factors = [(scale * F[0]).to(device) for F in deep_init(n1, n2, depth, 1.0, init=init, seed=seed)]
     data = {"op": op, "y": torch.as_tensor(y, dtype=torch.float64).to(device),
             "A_star": None if A_star is None else torch.as_tensor(A_star, dtype=torch.float64).to(device)}
-    return data, config, A0.to(device)
+    return data, config, factors
 
 
 def _kernel(method: str, step, rule: str):
@@ -394,8 +442,8 @@ def _kernel(method: str, step, rule: str):
         steps = check_int("steps", steps, 1, MAX_STEPS)
         check_int("dense", dense, 0)
         check_int("per_decade", per_decade, 1)
-        data, config, A0 = _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale,
-                                    alpha_decay, init, seed, device)
+        data, config, (A0,) = _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_scale,
+                                       alpha_decay, init, seed, device)
         G, (n1, n2) = A0.shape[0], A0.shape[1:]
         return run(MATRIX, method, step, data, config, A0, steps, work=G * n1 * n2 * (data["op"].N + min(n1, n2)),
                    record=record_A, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
@@ -464,3 +512,43 @@ def completion_sweep(A_star: np.ndarray, N, tau, *, method: str = "subgradient",
     problems = {n: completion_masks(A_star, n, tau, seed) for n in sizes}
     return {n: METHODS[method](masks, y, A_star.shape, A_star=A_star, seed=seed, **hyper)
             for n, (masks, y) in problems.items()}
+
+
+@cached
+def deep(operator, y, shape, *, depth, alpha, beta_star, beta2=0.0, steps, A_star=None, init_scale=1e-2,
+         alpha_decay=None, init="random", seed=0, record_A=False, dense=1000, per_decade=100, stop_periodic=True,
+         device="auto", progress=None) -> MatrixTrajectory:
+    r"""Subgradient descent on the deep factorization :math:`A = \mathcal A_1\cdots\mathcal A_L`
+    (§D.11, eqs. 128–130, :func:`deep_step`): every factor updated at once,
+    :math:`\mathcal A_k \leftarrow (1 - \alpha\beta_2)\mathcal A_k - \alpha G(\mathcal A_k) - \alpha\beta_* h(\mathcal A_k)`,
+    for :math:`\tfrac12\|\mathcal X(A) - y^*\|^2 + \tfrac{\beta_2}2\sum_k\|\mathcal A_k\|_F^2 + \beta_*\sum_k\|\mathcal A_k\|_*`.
+
+    ``depth`` = L ≥ 1 factors of shapes n1 × d, d × d, …, d × n2 with d = max(n1, n2)
+    (:func:`deep_init`; L = 1 is :func:`subgradient`, step for step). The initial factors are
+    ``init_scale`` ζ times those of ``init``: "random", :math:`\zeta\mathcal N(0, 1/(d_{k-1}d_k))`
+    entries drawn from ``seed`` (the paper's :math:`\zeta\mathcal N(0, 1/n)`), or "identity"
+    (the authors' code: :math:`A^{(1)} = \zeta^L I`); the default ζ = 1e-2 is the paper's small
+    scale for L > 1 (Figures 30–32). ``operator``, ``y``, ``shape``, ``A_star``, the grids
+    ``alpha``, ``beta_star``, ``beta2``, ``init_scale`` and ``alpha_decay`` (a decaying step) are
+    those of :func:`subgradient`, with the same checks; the shallow bound α < 2/(λ_max + β₂) is checked too, though a deeper
+    model can need a smaller α (the product's scale enters its step): configurations that
+    diverge are stopped and reported (``RuntimeWarning``). ``record_A`` keeps the products;
+    ``dense``, ``per_decade``, ``stop_periodic`` (exactly periodic factors), ``device``,
+    ``progress`` as for the other kernels.
+
+    Returns a :class:`MatrixTrajectory` of the product A (errors, :math:`\|A\|_*`, its singular
+    values, ``A_final``), with ``factor_nuclear`` the penalty :math:`\sum_k\|\mathcal A_k\|_*` and
+    the gradient ratio over all the factors' parameters. Raises
+    ``ValueError`` before any compute for a bad input (``depth`` an integer ≥ 1)."""
+    depth = check_int("depth", depth, 1)
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    check_int("dense", dense, 0)
+    check_int("per_decade", per_decade, 1)
+    data, config, factors = _prepare(operator, y, shape, A_star, "deep", alpha, beta_star, beta2, init_scale,
+                                     alpha_decay, init, seed, device, depth)
+    G, n1, n2 = factors[0].shape[0], *shape
+    traj = run(DEEP, "deep", deep_step, data, config, factors, steps,
+               work=G * (4 * depth * max(n1, n2) ** 3 + n1 * n2 * data["op"].N), record=record_A, dense=dense,
+               per_decade=per_decade, stop_periodic=stop_periodic, progress=progress)
+    traj.depth = depth
+    return traj

@@ -2,10 +2,11 @@ r"""The batched iteration loop shared by every kernel family: configuration grid
 schedule, recorded curves, early stop of exactly periodic configurations, divergence.
 
 A run holds G configurations as the leading axis of every tensor: the iterate is ``b`` of
-shape (G, n) for sparse recovery or ``A`` of shape (G, n1, n2) for matrices, hyper-parameters
-are columns broadcasting against it ((G, 1) or (G, 1, 1)), and the problem is shared, ``X``
-(N, n), or one per configuration, ``X`` (G, N, n). A :class:`Family` tells :func:`run` what a
-kernel family records and how its data are laid out.
+shape (G, n) for sparse recovery, ``A`` of shape (G, n1, n2) for matrices or the list of its
+factors for a deep factorization, hyper-parameters are columns broadcasting against it ((G, 1)
+or (G, 1, 1)), and the problem is shared, ``X`` (N, n), or one per configuration, ``X``
+(G, N, n). A :class:`Family` tells :func:`run` what a kernel family records, how its data are
+laid out and what of its iterate is recorded.
 """
 from __future__ import annotations
 
@@ -285,6 +286,10 @@ class Family:
     has one axis more than ``unbatched`` gives it (default 1); a data object (an operator) says so
     with ``batched`` and is subset with ``select``. ``result`` builds the family's trajectory from
     the recorded fields; ``fused`` allows :mod:`grokkit.kernels.fused` on the CPU.
+
+    The iterate is a tensor (G, ...) or a list of tensors with the configuration axis first (the
+    factors of a deep factorization); ``view`` maps it to the tensor (G, ...) recorded as the
+    iterate and returned as the final one (the product of the factors); None records it as is.
     """
 
     penalty: str
@@ -297,6 +302,11 @@ class Family:
     unbatched: dict = field(default_factory=dict)
     traces: tuple[str, ...] = ()
     fused: bool = False
+    view: Callable | None = None
+
+    def recorded(self, x):
+        """The tensor (G, ...) recorded for the iterate ``x``."""
+        return x if self.view is None else self.view(x)
 
 
 def _sparse_result(*, curves, iterates, final, traces, **fields) -> Trajectory:
@@ -315,6 +325,16 @@ def _batched(value, unbatched: int) -> bool:
 
 def _select(value, keep: torch.Tensor):
     return value[keep] if isinstance(value, torch.Tensor) else value.select(keep)
+
+
+def _take(x, keep: torch.Tensor):
+    """The rows ``keep`` of an iterate: a tensor, or a list of tensors (:class:`Family`)."""
+    return x[keep] if isinstance(x, torch.Tensor) else [t[keep] for t in x]
+
+
+def _flat(x) -> torch.Tensor:
+    """An iterate as one (G, m) tensor, to compare or test it row by row (a copy for a list)."""
+    return x.flatten(1) if isinstance(x, torch.Tensor) else torch.cat([t.flatten(1) for t in x], dim=1)
 
 
 class _Records:
@@ -365,10 +385,11 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
     ``progress=None`` shows a progress bar only on a terminal.
     """
     t_start = time.perf_counter()
-    device, G = x0.device, x0.shape[0]
+    A0 = family.recorded(x0)
+    device, G = A0.device, A0.shape[0]
     sched = log_schedule(steps, dense, per_decade)
     cols = torch.arange(sched.size, device=device)
-    rec = _Records(G, sched.size, tuple(x0.shape[1:]), len(family.curves), record, device)
+    rec = _Records(G, sched.size, tuple(A0.shape[1:]), len(family.curves), record, device)
     state = _State(family, method, data, config, x0)
     watched = [family.curves.index(k) for k in family.finite
                if data.get(family.target) is not None or k != "test_error"]
@@ -381,8 +402,8 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
             bar.update(int(t_next) - t)
             t = int(t_next)
             values, traces = state.observe(state.x)
-            rec.write(state.rows, cols[j:j + 1], values, traces, state.x)
-            done = ~torch.isfinite(state.x).flatten(1).all(dim=1) | ~torch.isfinite(values[watched]).all(dim=0)
+            rec.write(state.rows, cols[j:j + 1], values, traces, family.recorded(state.x))
+            done = ~torch.isfinite(_flat(state.x)).all(dim=1) | ~torch.isfinite(values[watched]).all(dim=0)
             if done.any():
                 diverged[state.rows[done].cpu().numpy()] = True
             if stop_periodic and t > dense and j + 1 < sched.size:
@@ -394,7 +415,7 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
                 if state.rows.numel() == 0:
                     break
     bar.close()
-    rec.final[state.rows] = state.x
+    rec.final[state.rows] = family.recorded(state.x)
     if diverged.any():
         warnings.warn(f"{method}: {diverged.sum()} configuration(s) diverged (non-finite iterates or curves): "
                       + ", ".join(f"#{g} (alpha={config['alpha'][g]:g}, {family.penalty}={config[family.penalty][g]:g}, "
@@ -412,22 +433,23 @@ class _State:
     """The iterates of the configurations still running, with their hyper-parameters and data."""
 
     def __init__(self, family: Family, method: str, data: dict, config: dict[str, np.ndarray], x0: torch.Tensor):
-        device = x0.device
+        A0 = family.recorded(x0)
+        device = A0.device
         self.family = family
         # alpha_decay (a decaying step, Corollary D.1) runs in the PyTorch steps only.
         self.decay = "alpha_decay" in config and bool(np.isfinite(config["alpha_decay"]).any())
         self.fused = (fused.FusedSteps(method, data["X"], data["y"], config["alpha"], config[family.penalty],
                                        config["beta2"], x0, data.get("P"))
                       if family.fused and not self.decay and fused.usable(method, data["X"], data["y"]) else None)
-        column = (-1,) + (1,) * (x0.dim() - 1)
-        self.col = {k: torch.as_tensor(config[k], dtype=x0.dtype, device=device).reshape(column)
+        column = (-1,) + (1,) * (A0.dim() - 1)
+        self.col = {k: torch.as_tensor(config[k], dtype=A0.dtype, device=device).reshape(column)
                     for k in ("alpha", family.penalty, "beta2") + (("alpha_decay",) if self.decay else ())}
         self.t = 0  # updates done
         self.ridge = bool(np.any(config["beta2"]))
         self.data = dict(data)
         self.extra = tuple(k for k in data if k not in family.operands and k != family.target)
         self.batched = {k for k, v in data.items() if v is not None and _batched(v, family.unbatched.get(k, 1))}
-        self.rows = torch.arange(x0.shape[0], device=device)
+        self.rows = torch.arange(A0.shape[0], device=device)
         self.x = self.x_prev = self.x_prev2 = x0
 
     def advance(self, step: Callable, k: int) -> None:
@@ -460,24 +482,26 @@ class _State:
         records (and final iterate) from the cycle, and return them as a mask."""
         if self.fused is not None:
             self.x_prev, self.x_prev2 = self.fused.iterate(1), self.fused.iterate(2)
-        fixed = (self.x == self.x_prev).flatten(1).all(dim=1)
-        cycle = (self.x == self.x_prev2).flatten(1).all(dim=1) & ~fixed
+        x, flat = self.family.recorded(self.x), _flat(self.x)
+        fixed = (flat == _flat(self.x_prev)).all(dim=1)
+        cycle = (flat == _flat(self.x_prev2)).all(dim=1) & ~fixed
         if self.decay:  # a 2-cycle of decaying steps does not repeat
             cycle &= torch.isinf(self.col["alpha_decay"]).flatten()
         periodic = fixed | cycle
         if not periodic.any():
             return periodic
         t = int(sched[j])
-        future = torch.as_tensor(sched[j + 1:], device=self.x.device)
+        future = torch.as_tensor(sched[j + 1:], device=x.device)
         odd = (future - t) % 2 == 1
-        cols = torch.arange(j + 1, sched.size, device=self.x.device)
-        rec.write(self.rows[fixed], cols, values[:, fixed], [v[fixed] for v in traces], self.x[fixed])
+        cols = torch.arange(j + 1, sched.size, device=x.device)
+        rec.write(self.rows[fixed], cols, values[:, fixed], [v[fixed] for v in traces], x[fixed])
+        x_prev = self.family.recorded(self.x_prev)
         if cycle.any():  # (a family's evaluate need not accept zero configurations)
-            rec.write(self.rows[cycle], cols[~odd], values[:, cycle], [v[cycle] for v in traces], self.x[cycle])
-            previous, previous_traces = self.observe(self.x_prev[cycle], cycle)
-            rec.write(self.rows[cycle], cols[odd], previous, previous_traces, self.x_prev[cycle])
-        last = self.x_prev if (steps - t) % 2 == 1 else self.x
-        rec.final[self.rows[fixed]] = self.x[fixed]
+            rec.write(self.rows[cycle], cols[~odd], values[:, cycle], [v[cycle] for v in traces], x[cycle])
+            previous, previous_traces = self.observe(_take(self.x_prev, cycle), cycle)
+            rec.write(self.rows[cycle], cols[odd], previous, previous_traces, x_prev[cycle])
+        last = x_prev if (steps - t) % 2 == 1 else x
+        rec.final[self.rows[fixed]] = x[fixed]
         rec.final[self.rows[cycle]] = last[cycle]
         return periodic
 
@@ -488,7 +512,7 @@ class _State:
             self.fused.keep(keep.cpu().numpy())
             self.x = self.fused.iterate()
         else:
-            self.x, self.x_prev, self.x_prev2 = self.x[keep], self.x_prev[keep], self.x_prev2[keep]
+            self.x, self.x_prev, self.x_prev2 = (_take(v, keep) for v in (self.x, self.x_prev, self.x_prev2))
         self.col = {k: v[keep] for k, v in self.col.items()}
         self.data = {**self.data, **{k: _select(self.data[k], keep) for k in self.batched}}
         self.rows = self.rows[keep]
