@@ -768,3 +768,24 @@ def finite_difference_gradient(loss, x, eps: float = 1e-6) -> np.ndarray:
             step = step.reshape(x.shape)
             out[j] = (float(loss(torch.as_tensor(x + step))) - float(loss(torch.as_tensor(x - step)))) / (2 * eps)
     return out.reshape(x.shape)
+
+
+def deep_step_size_limit(sigma_max, depth: int, lambda_max: float = 1.0):
+    r"""The step below which gradient descent on the deep factorization (eqs. 128–130, β* = β₂ = 0)
+    is stable near a balanced factorization of a matrix whose largest singular value is
+    ``sigma_max`` :math:`\sigma_1`: :math:`\alpha < 2/(\lambda_\max L\sigma_1^{2(L-1)/L})`.
+
+    At an exact fit the Hessian of :math:`\tfrac12\|\mathcal X(\mathcal A_1\cdots\mathcal A_L) - y\|^2` in the
+    factors is :math:`J^\top J`, :math:`J(d\mathcal A_1, \dots, d\mathcal A_L) = \mathcal X(\sum_k
+    (\prod_{i<k}\mathcal A_i)\,d\mathcal A_k(\prod_{i>k}\mathcal A_i))` (Lemma D.14). With balanced factors (each
+    with singular values :math:`\sigma_i^{1/L}`) every product of L − 1 of them has norm
+    :math:`\sigma_1^{(L-1)/L}`, so its largest eigenvalue is at most :math:`\lambda_\max L\sigma_1^{2(L-1)/L}`,
+    with equality when :math:`\mathcal X` preserves the norm of :math:`u_1v_1^\top` (full observation):
+    the end-to-end preconditioner of deep linear networks (Arora, Cohen and Hazan, 2018). L = 1 is
+    the shallow bound :math:`2/\lambda_\max`. ``sigma_max`` > 0 (a scalar or an array), ``depth`` ≥ 1,
+    ``lambda_max`` > 0 (1 for completion)."""
+    sigma = check_grid("sigma_max", sigma_max, 0.0)
+    depth = check_int("depth", depth, 1)
+    lambda_max = check_range("lambda_max", lambda_max, 0.0, closed="neither")
+    limit = 2.0 / (lambda_max * depth * sigma ** (2.0 * (depth - 1) / depth))
+    return float(limit) if np.ndim(sigma_max) == 0 else limit

@@ -235,3 +235,41 @@ def test_effective_rank() -> None:
         metrics.effective_rank([[1.0, 0.0], [0.0, 0.0]])
     with pytest.raises(ValueError, match="singular_values must be finite"):
         metrics.effective_rank([1.0, np.nan])
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_step_size_limit_is_two_over_the_largest_hessian_eigenvalue(depth: int) -> None:
+    """At balanced factors of a rank-2 matrix, fully observed, the Hessian of
+    1/2 ||A_1...A_L - A||_F^2 in the factors (autograd) has largest eigenvalue L sigma_1^{2(L-1)/L}."""
+    import torch
+
+    from grokkit import theory
+
+    rng = np.random.RandomState(depth)
+    n1, n2, d, r = 4, 3, 4, 2
+    U, _ = np.linalg.qr(rng.randn(n1, r))
+    V, _ = np.linalg.qr(rng.randn(n2, r))
+    S = np.array([3.0, 1.5])
+    A = (U * S) @ V.T
+    root, E = np.diag(S ** (1.0 / depth)), np.eye(d)[:, :r]
+    factors = ([(U * S) @ V.T] if depth == 1 else
+               [U @ root @ E.T] + [E @ root @ E.T] * (depth - 2) + [E @ root @ V.T])
+    np.testing.assert_allclose(prod(factors), A, atol=1e-14)
+    shapes = [f.shape for f in factors]
+    sizes = [f.size for f in factors]
+
+    def loss(flat):
+        parts = torch.split(flat, sizes)
+        product = functools.reduce(torch.matmul, [q.reshape(s) for q, s in zip(parts, shapes)])
+        return 0.5 * ((product - torch.as_tensor(A)) ** 2).sum()
+
+    H = torch.autograd.functional.hessian(loss, torch.as_tensor(np.concatenate([f.ravel() for f in factors])))
+    largest = np.linalg.eigvalsh(H.numpy()).max()
+    np.testing.assert_allclose(theory.deep_step_size_limit(3.0, depth), 2.0 / largest, rtol=1e-12)
+    np.testing.assert_allclose(theory.deep_step_size_limit([3.0, 1.0], depth, lambda_max=2.0),
+                               [1.0 / largest, 1.0 / depth], rtol=1e-12)
+    for kwargs, message in (({"depth": 0}, r"depth must be an integer in \[1, inf\), got 0"),
+                            ({"sigma_max": -1.0}, r"sigma_max must be in \(0.0, inf\), got -1.0"),
+                            ({"lambda_max": 0.0}, r"lambda_max must be in \(0.0, inf\), got 0.0")):
+        with pytest.raises(ValueError, match=message):
+            theory.deep_step_size_limit(**{"sigma_max": 3.0, "depth": 2, **kwargs})
