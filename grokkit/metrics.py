@@ -1,4 +1,4 @@
-r"""Memorization and generalization steps, and fits on measured curves (paper §2, spec §3.9).
+r"""Memorization and generalization steps, fits on measured curves and the effective rank of a spectrum
 
 Two rules are provided because the paper and the authors' code disagree:
 
