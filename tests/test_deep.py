@@ -136,11 +136,10 @@ def test_deep_kernel_equals_a_numpy_loop(kind: str, depth: int, init: str) -> No
 
 def test_batched_grid_equals_one_configuration_at_a_time() -> None:
     p = problem("completion", seed=1)
-    batched = mk.deep(p.mask, p.y, (N1, N2), depth=3, **GRID, steps=2000, A_star=p.A_star, device="cpu",
-                      progress=False)
+    common = dict(steps=1500, A_star=p.A_star, dense=100, per_decade=20, device="cpu", progress=False)
+    batched = mk.deep(p.mask, p.y, (N1, N2), depth=3, **GRID, **common)
     for g in range(3):
-        one = mk.deep(p.mask, p.y, (N1, N2), depth=3, **{k: v[g] for k, v in GRID.items()}, steps=2000,
-                      A_star=p.A_star, device="cpu", progress=False)
+        one = mk.deep(p.mask, p.y, (N1, N2), depth=3, **{k: v[g] for k, v in GRID.items()}, **common)
         np.testing.assert_allclose(batched.A_final[g], one.A_final[0], atol=1e-12, rtol=0)
         for name in mk.DEEP_CURVES:
             np.testing.assert_allclose(getattr(batched, name)[g], getattr(one, name)[0], rtol=1e-10, atol=1e-14,
@@ -157,7 +156,8 @@ def test_depth_one_is_the_subgradient_kernel(kind: str, init: str) -> None:
             "init_scale": [0.1, 1e-3, 1.0]}
     if kind == "sensing":
         grid["alpha"] = [a / p.lambda_max for a in grid["alpha"]]
-    common = dict(steps=3000, A_star=p.A_star, init=init, seed=5, record_A=True, device="cpu", progress=False)
+    common = dict(steps=3000, A_star=p.A_star, init=init, seed=5, record_A=True, dense=100, per_decade=20,
+                  device="cpu", progress=False)
     deep = mk.deep(operator_of(p), p.y, (N1, N2), depth=1, **grid, **common)
     shallow = mk.subgradient(operator_of(p), p.y, (N1, N2), **grid, **common)
     for name in ("steps", "A", "A_final", "singular_values", "stopped_at", "diverged", *mk.CURVES):
@@ -188,9 +188,9 @@ def test_divergence_is_reported_and_the_others_run_on() -> None:
     p = problem("completion")
     with pytest.warns(RuntimeWarning, match=r"deep: 1 configuration\(s\) diverged .*#0 \(alpha=1, beta_star=0.01"):
         traj = mk.deep(p.mask, p.y, (N1, N2), depth=3, alpha=[1.0, 0.02], beta_star=1e-2, init_scale=1.0,
-                       steps=2000, A_star=p.A_star, device="cpu", progress=False)
-    alone = mk.deep(p.mask, p.y, (N1, N2), depth=3, alpha=0.02, beta_star=1e-2, init_scale=1.0, steps=2000,
-                    A_star=p.A_star, device="cpu", progress=False)
+                       steps=1000, A_star=p.A_star, dense=100, device="cpu", progress=False)
+    alone = mk.deep(p.mask, p.y, (N1, N2), depth=3, alpha=0.02, beta_star=1e-2, init_scale=1.0, steps=1000,
+                    A_star=p.A_star, dense=100, device="cpu", progress=False)
     assert traj.diverged.tolist() == [True, False]
     assert np.isnan(traj.A_final[0]).all() and np.isnan(traj.test_error[0, -1])
     assert np.isnan(traj.train_error[0]).any() and np.isfinite(traj.train_error[0, 0])
