@@ -197,6 +197,22 @@ def test_divergence_is_reported_and_the_others_run_on() -> None:
     np.testing.assert_allclose(traj.A_final[1], alone.A_final[0], atol=1e-12, rtol=0)
 
 
+def test_a_deep_run_is_cached(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """grokkit.cache: the same call is computed once, a different depth is another entry."""
+    from grokkit import cache
+
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    p = problem("completion")
+    kwargs = dict(alpha=0.05, beta_star=1e-2, steps=50, A_star=p.A_star, device="cpu")
+    first = mk.deep(p.mask, p.y, (N1, N2), depth=2, **kwargs)
+    second = mk.deep(p.mask, p.y, (N1, N2), depth=2, progress=False, **kwargs)
+    mk.deep(p.mask, p.y, (N1, N2), depth=3, **kwargs)
+    assert [e["hit"] for e in cache.events()[-3:]] == [False, True, False]
+    assert [e["function"] for e in cache.events()[-3:]] == ["deep"] * 3
+    np.testing.assert_array_equal(first.A_final, second.A_final)
+    assert second.depth == 2 and second.factor_nuclear is not None
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"depth": 0}, r"depth must be an integer in \[1, inf\), got 0"),
     ({"depth": 2.5}, r"depth must be an integer in \[1, inf\), got 2.5"),
