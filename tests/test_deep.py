@@ -150,10 +150,11 @@ def test_batched_grid_equals_one_configuration_at_a_time() -> None:
 @pytest.mark.parametrize("init", mk.DEEP_INITS)
 def test_depth_one_is_the_subgradient_kernel(kind: str, init: str) -> None:
     """L = 1 is subgradient descent on A (eq. 101) from the same initial point: the same numbers,
-    bit for bit, including the early stop of a configuration that reaches a fixed point."""
+    bit for bit, including the early stop of a configuration that reaches a fixed point
+    and decaying step sizes (alpha_decay)."""
     p = problem(kind, seed=2)
     grid = {"alpha": [0.3, 0.2, 0.1], "beta_star": [1e-2, 0.0, 0.1], "beta2": [0.05, 0.0, 0.0],
-            "init_scale": [0.1, 1e-3, 1.0]}
+            "init_scale": [0.1, 1e-3, 1.0], "alpha_decay": [100.0, np.inf, 10.0]}  # decaying steps too
     if kind == "sensing":
         grid["alpha"] = [a / p.lambda_max for a in grid["alpha"]]
     common = dict(steps=3000, A_star=p.A_star, init=init, seed=5, record_A=True, dense=100, per_decade=20,
