@@ -157,6 +157,28 @@ def measurement_matrix(operator, shape) -> np.ndarray:
     return op.astype(float)
 
 
+def completion_degrees_of_freedom(n1: int, n2: int, r: int) -> int:
+    r"""Dimension :math:`r(n_1 + n_2 - r)` of the rank-r matrices in :math:`\mathbb R^{n_1\times n_2}` (App. D.4):
+    with fewer observed entries, a rank-r :math:`A^*` is not determined by them (Theorem D.1's trivial bound)."""
+    from grokkit.data import _check_shape
+
+    n1, n2, r = _check_shape(n1, n2, r)
+    return r * (n1 + n2 - r)
+
+
+def completion_sample_scale(n1: int, n2: int, r: int, power: float = 1.0) -> float:
+    r""":math:`n^{\text{power}}\,r\log n` with :math:`n = \max(n_1, n_2)`: the sample sizes of Theorem D.1
+    (power 5/4, or 6/5 for :math:`r \le n^{1/5}`; constants C left out, as in the paper) and the
+    coupon-collector scale :math:`nr\log n` (power 1, App. D.4), below which some row or column is
+    unobserved."""
+    from grokkit.data import _check_shape
+
+    n1, n2, r = _check_shape(n1, n2, r)
+    power = check_range("power", power, 0.0, closed="left")
+    n = max(n1, n2)
+    return float(n**power * r * math.log(n))
+
+
 def matrix_rho(operator, shape, alpha: float, beta2: float = 0.0, p: float = 2) -> float:
     r""":math:`\rho_p = \|I_n - \alpha(X^\top X + \beta_2 I_n)\|_{p\to p}`, n = n1·n2 (Theorem 2.2, Lemma D.7);
     for p = 2 this is :math:`\sigma_\max(I - \alpha(\mathcal X^*\mathcal X + \beta_2 I))`.
