@@ -368,6 +368,18 @@ def coherence_parameters(A: np.ndarray, r: int | None = None) -> tuple[float, fl
     return float(max(mu.max(), nu.max())), float(math.sqrt(n1 * n2 / r) * np.abs(E).max())
 
 
+def random_coherences(n1: int, n2: int, r: int, draws: int, *, generator: str = "orthogonal",
+                      decay: float | None = None, seed: int = 0) -> np.ndarray:
+    r""":math:`(\mu_0, \mu_1)` (:func:`coherence_parameters`) of ``draws`` matrices
+    :func:`low_rank_matrix` (``generator``, ``decay``) with seeds ``seed``, ``seed + 1``, …: an array
+    (draws, 2), for the side fact :math:`\mu_1 \le \mu_0\sqrt r` of App. D.4 on random matrices."""
+    draws = check_int("draws", draws, 1)
+    seed = check_seed("seed", seed)
+    check_seed("seed + draws - 1", seed + draws - 1)
+    return np.array([coherence_parameters(low_rank_matrix(n1, n2, r, generator=generator, decay=decay,
+                                                          seed=seed + k), r) for k in range(draws)])
+
+
 SAMPLINGS = ("uniform", "local_coherence")
 
 

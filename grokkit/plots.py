@@ -146,6 +146,17 @@ def mark_times(ax, t1: float | None, t2: float | None, arrow: bool = True) -> No
                     bbox={"fc": "white", "ec": "none", "pad": 2})
 
 
+def success_curves(ax, curves: dict, xlabel: str, ylabel: str = "success rate") -> None:
+    r"""Success rates against a sample size, one step curve per label (the phase transitions of
+    exact recovery, App. D.4): ``curves`` maps a label to ``(x, rate)`` with x increasing, the rate
+    at x holding until the next x."""
+    for label, (x, rate) in curves.items():
+        ax.step(x, rate, where="post", label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.04, 1.04)
+
+
 def error_curves(ax, traj, g: int = 0, label_prefix: str = "") -> None:
     """Relative training (solid) and recovery (dashed) errors of configuration ``g`` against t (log-log)."""
     t = np.maximum(traj.steps, 1)

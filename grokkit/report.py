@@ -48,7 +48,7 @@ def _device(name: str, value: Any) -> None:
 # (a grid) must be non-empty, each element in range. Whether a CUDA device exists is the
 # kernels' check, on the machine that runs them.
 PARAMETER_CHECKS = {
-    **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps", "trials"), _count),
+    **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps", "trials", "draws"), _count),
     "seed": check_seed,
     "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
     "alpha": _positive,

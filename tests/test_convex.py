@@ -214,3 +214,40 @@ BAD = [
 def test_bad_inputs_are_refused_before_any_solve(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_random_coherences_are_those_of_the_seeded_draws():
+    got = data.random_coherences(7, 9, 2, 4, generator="power_law", decay=0.5, seed=10)
+    want = [data.coherence_parameters(data.low_rank_matrix(7, 9, 2, generator="power_law", decay=0.5, seed=s), 2)
+            for s in range(10, 14)]
+    np.testing.assert_array_equal(got, np.array(want))
+    with pytest.raises(ValueError, match=r"draws must be an integer in \[1, inf\), got 0"):
+        data.random_coherences(7, 9, 2, 0)
+    with pytest.raises(ValueError, match=r"seed \+ draws - 1 must be an integer in \[0, 2\*\*32 - 1\] \(a seed\), got 4294967296"):
+        data.random_coherences(7, 9, 2, 2, seed=2**32 - 1)
+
+
+def test_success_curves_draws_one_step_curve_per_label():
+    import matplotlib
+    matplotlib.use("Agg")
+    from grokkit import plots
+
+    fig, ax = plots.new_figure()
+    plots.success_curves(ax, {"a": ([1, 2, 3], [0.0, 0.5, 1.0]), "b": ([2, 4], [0.0, 1.0])}, "$N$")
+    lines = ax.get_lines()
+    assert [l.get_label() for l in lines] == ["a", "b"] and lines[0].get_drawstyle() == "steps-post"
+    np.testing.assert_array_equal(lines[1].get_xydata(), [[2, 0.0], [4, 1.0]])
+    assert ax.get_xlabel() == "$N$" and ax.get_ylim() == (-0.04, 1.04)
+
+
+def test_theorem_d3_probabilities():
+    A = data.low_rank_matrix(6, 9, 2, generator="power_law", decay=1.0, seed=3)
+    mu, nu = _leverage(A, 2)
+    for c0 in (1e-3, 0.05, 1.0):
+        want = np.maximum(np.minimum(c0 * (mu[:, None] + nu) * 2 * np.log(15) ** 2 / 6, 1), 6.0**-10)
+        np.testing.assert_allclose(theory.coherent_sampling_probabilities(A, c0), want, rtol=1e-12)
+    # the floor min(n1, n2)^-10 where mu_i + nu_j = 0
+    spike = data.low_rank_matrix(5, 5, 1, generator="spiky", seed=0)
+    assert theory.coherent_sampling_probabilities(spike).min() == pytest.approx(5.0**-10)
+    with pytest.raises(ValueError, match=r"c0 must be in \(0\.0, inf\), got 0\.0"):
+        theory.coherent_sampling_probabilities(A, 0.0)
