@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from grokkit._checks import check_finite, check_range
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
 from grokkit.cache import cached
 
 
@@ -145,3 +145,139 @@ def nuclear_norm_regularized(operator, y: np.ndarray, shape, beta_star: float, b
     A, measured, y, tol = _matrix_problem(operator, y, shape, solver, tol)
     f = 0.5 * cp.sum_squares(measured - y) + 0.5 * beta2 * cp.sum_squares(A) + beta_star * cp.normNuc(A)
     return _solve_matrix(cp.Problem(cp.Minimize(f)), A, solver, tol)
+
+
+# --- Exact-recovery phase transitions of (P5): Theorems D.1-D.3 (App. D.4) ---------------------
+
+COMPLETION_SAMPLINGS = ("uniform", "tau", "bernoulli", "local_coherence")
+SEARCHES = ("bisect", "full")
+
+
+@dataclass(frozen=True)
+class CompletionSweep:
+    r"""Outcome of :func:`completion_success` on a grid of K values of N and ``trials`` matrices.
+
+    ``success`` (K, trials) bool: :math:`A^*` recovered, relative error
+    :math:`\|\hat A - A^*\|_F/\|A^*\|_F` below ``threshold``; ``error`` (K, trials) that error where
+    (P5) was solved, NaN where the outcome was inferred from a solved neighbour (``search="bisect"``);
+    ``observed`` (K, trials) the number of observed entries; ``mu0`` (trials,) the coherence
+    :math:`\mu_0` of each :math:`A^*` (:func:`grokkit.data.coherence_parameters`); ``solves`` the number
+    of (P5) solved; the ``solver`` and its tolerance ``tol``."""
+
+    N: np.ndarray
+    success: np.ndarray
+    error: np.ndarray
+    observed: np.ndarray
+    mu0: np.ndarray
+    threshold: float
+    solves: int
+    solver: str
+    tol: float | None
+
+    @property
+    def rate(self) -> np.ndarray:
+        """(K,) the fraction of trials that recover :math:`A^*`."""
+        return self.success.mean(axis=1)
+
+    @property
+    def N_min(self) -> np.ndarray:
+        """(trials,) the smallest N of the grid that recovers each :math:`A^*` (inf if none does)."""
+        first = np.argmax(self.success, axis=0)
+        return np.where(self.success.any(axis=0), self.N[first], np.inf)
+
+
+def _sweep_mask(A_star, N, sampling, tau, seed):
+    from grokkit import data
+
+    if sampling in ("uniform", "tau"):
+        return data.completion_mask(A_star, N, tau if sampling == "tau" else 0.0, seed)
+    kind = "uniform" if sampling == "bernoulli" else "local_coherence"
+    return data.bernoulli_mask(data.sampling_probabilities(A_star, N, kind), seed)
+
+
+@cached
+def completion_success(n1: int, n2: int, r: int, N_grid, trials: int, *, generator: str = "orthogonal",
+                       decay: float | None = None, sampling: str = "uniform", tau: float | None = None,
+                       threshold: float = 1e-3, search: str = "bisect", solver: str = "SCS",
+                       tol: float | None = 1e-6, seed: int = 0, progress: bool | None = None) -> CompletionSweep:
+    r"""Exact recovery by nuclear-norm minimisation (P5) against the number N of observed entries:
+    the numerical check of Theorems D.1 (Candès and Recht 2012, Thm 1.1), D.2 (their Thm 1.3) and
+    D.3 (Chen et al. 2014), App. D.4-D.5.
+
+    For each of ``trials`` matrices :math:`A^*` (:func:`grokkit.data.low_rank_matrix` with
+    ``generator`` and ``decay``, singular values 1) and each N of the increasing ``N_grid``, the
+    observed entries are drawn with ``sampling``, (P5) is solved noiselessly
+    (:math:`\mathcal X(A) = y^*`, :func:`nuclear_norm_min` with ``solver`` and ``tol``) and the
+    recovery succeeds when the relative error is below ``threshold``. ``sampling``:
+
+    * ``"uniform"``: N distinct entries uniformly at random (Theorems D.1, D.2;
+      :func:`grokkit.data.completion_mask` with τ = 0);
+    * ``"tau"``: the paper's data selection with ``tau``: the :math:`\lfloor\tau N\rfloor` entries of
+      largest :math:`\mu_i + \nu_j`, then uniformly among the others (:func:`grokkit.data.completion_mask`);
+    * ``"bernoulli"``: each entry independently with probability :math:`N/(n_1n_2)`;
+    * ``"local_coherence"``: each entry independently with :math:`p_{ij} = \min\{1, c(\mu_i+\nu_j)\}`,
+      N observations expected (Theorem D.3; :func:`grokkit.data.sampling_probabilities`).
+
+    Within a trial the masks are nested (one seed: a prefix of one permutation, or one uniform
+    draw against increasing :math:`p_{ij}`; the τ rule only for τ ∈ {0, 1}), and if :math:`A^*` is
+    the unique solution of (P5) for some entries it is for any superset. So success is monotone in
+    N, and ``search="bisect"`` solves about :math:`\log_2 K` problems per trial to find the first
+    success, the others' outcome following; ``search="full"`` solves every (N, trial). Seeds derive
+    from ``seed``; a mask that observes nothing gives :math:`\hat A = 0` (error 1)."""
+    from grokkit import data
+    from grokkit.kernels.run import Progress
+
+    n1, n2, r = data._check_shape(n1, n2, r)
+    grid = [check_int("N_grid", N, 1, n1 * n2, high_name="n1*n2") for N in np.atleast_1d(N_grid)]
+    if not grid or any(b <= a for a, b in zip(grid, grid[1:])):
+        raise ValueError(f"N_grid must be a non-empty increasing list of integers, got {show(list(grid))}")
+    trials = check_int("trials", trials, 1)
+    check_option("generator", generator, data.GENERATORS)
+    check_option("sampling", sampling, COMPLETION_SAMPLINGS)
+    check_option("search", search, SEARCHES)
+    if (sampling == "tau") != (tau is not None):
+        raise ValueError(f"tau must be a number in [0, 1] for sampling 'tau' and None otherwise, got {show(tau)}")
+    if tau is not None and check_range("tau", tau, 0.0, 1.0) not in (0.0, 1.0) and search == "bisect":
+        raise ValueError(f"search must be 'full' for sampling 'tau' with 0 < tau < 1 (masks not nested), "
+                         f"got {search!r}")
+    threshold = check_range("threshold", threshold, 0.0, closed="neither")
+    if tol is not None:
+        check_range("tol", tol, 0.0, 1.0, closed="neither")
+    rs = np.random.RandomState(check_seed("seed", seed))
+    matrix_seeds, mask_seeds = rs.randint(0, 2**31 - 1, size=(2, trials))
+    stars = [data.low_rank_matrix(n1, n2, r, generator=generator, decay=decay, seed=int(s)) for s in matrix_seeds]
+    if sampling == "local_coherence":  # every N must be reachable, before any solve
+        for A_star in stars:
+            data.sampling_probabilities(A_star, grid[-1], "local_coherence")
+    K = len(grid)
+    error, observed = np.full((K, trials), np.nan), np.zeros((K, trials), dtype=int)
+    success = np.zeros((K, trials), dtype=bool)
+    bar = Progress("completion_success", trials * (K if search == "full" else max(1, K.bit_length())), progress)
+
+    def solve(k, t):
+        A_star = stars[t]
+        mask = _sweep_mask(A_star, grid[k], sampling, tau, int(mask_seeds[t]))
+        observed[k, t] = np.count_nonzero(mask)
+        A = np.zeros_like(A_star)
+        if observed[k, t]:
+            A = nuclear_norm_min.__wrapped__(mask, A_star[mask], (n1, n2), None, solver, tol).A
+        error[k, t] = np.linalg.norm(A - A_star) / np.linalg.norm(A_star)
+        bar.update(1)
+        return error[k, t] < threshold
+
+    for t in range(trials):
+        if search == "full":
+            success[:, t] = [solve(k, t) for k in range(K)]
+            continue
+        lo, hi = -1, K  # fails at lo (or below the grid), succeeds at hi (or above it)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if solve(mid, t) else (mid, hi)
+        success[hi:, t] = True
+        for k in np.flatnonzero(np.isnan(error[:, t])):  # the counts of the masks not solved
+            observed[k, t] = np.count_nonzero(_sweep_mask(stars[t], grid[k], sampling, tau, int(mask_seeds[t])))
+    bar.close()
+    mu0 = np.array([data.coherence_parameters(A_star, r)[0] for A_star in stars])
+    return CompletionSweep(N=np.array(grid), success=success, error=error, observed=observed, mu0=mu0,
+                           threshold=threshold, solves=int(np.count_nonzero(~np.isnan(error))),
+                           solver=solver, tol=tol)

@@ -228,7 +228,7 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
 # :math:`y_s = X^{(1)\top}_s A^* X^{(2)}_s = (X^{(2)}\bullet X^{(1)})_s\operatorname{vec}A^*`;
 # completion keeps only the mask (never the N × n matrix X).
 
-GENERATORS = ("authors", "orthogonal")
+GENERATORS = ("authors", "orthogonal", "power_law", "spiky")
 MATRIX_KINDS = ("completion", "sensing")
 SENSING_VARIANCES = ("1/n_k", "1/n_k^2", "1/N")
 
@@ -249,14 +249,19 @@ def _check_shape(n1: int, n2: int, r: int) -> tuple[int, int, int]:
     return n1, n2, r
 
 
-def _haar_columns(rs: np.random.RandomState, n: int, r: int) -> np.ndarray:
-    """``r`` orthonormal columns, uniform (Haar) on the Stiefel manifold: Q of a Gaussian, signs fixed."""
-    q, R = np.linalg.qr(rs.randn(n, r))
+def _haar_columns(rs: np.random.RandomState, n: int, r: int, decay: float = 0.0) -> np.ndarray:
+    r"""``r`` orthonormal columns: Q of a Gaussian (signs fixed), uniform (Haar) on the Stiefel
+    manifold; with ``decay`` = γ > 0, Q of :math:`D G` with :math:`D = \operatorname{diag}(k^{-\gamma})`."""
+    G = rs.randn(n, r)
+    if decay:
+        G *= np.arange(1, n + 1.0)[:, None] ** -decay
+    q, R = np.linalg.qr(G)
     return q * np.where(np.diag(R) < 0, -1.0, 1.0)
 
 
 def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
-                    singular_values: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
+                    singular_values: np.ndarray | None = None, decay: float | None = None,
+                    seed: int = 0) -> np.ndarray:
     r"""Ground truth :math:`A^* \in \mathbb{R}^{n_1\times n_2}` of rank ``r`` (spec §3.1), float64.
 
     ``"authors"`` (the official ``get_matrices``): :math:`U_0 \in \mathbb{R}^{n_1\times r}` then
@@ -266,16 +271,26 @@ def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
     values are random. (The authors draw in float32 from torch's RNG, and their ``seed=0`` is
     unseeded — spec §5 item 30 — so their matrices cannot be reproduced bit for bit.)
 
-    ``"orthogonal"``: the random orthogonal model of Definition D.1,
-    :math:`A^* = U^*\Sigma^*V^{*\top}` with :math:`U^*, V^*` Haar-distributed orthonormal
-    columns (Q of a Gaussian, :math:`U^*` drawn first) and :math:`\Sigma^*` the
-    ``singular_values`` (default all 1; ``r`` positive finite numbers).
+    The other generators return :math:`A^* = U^*\Sigma^*V^{*\top}` with orthonormal
+    :math:`U^*, V^*` (:math:`U^*` drawn first) and :math:`\Sigma^*` the ``singular_values``
+    (default all 1; ``r`` positive finite numbers):
+
+    * ``"orthogonal"``: the random orthogonal model of Definition D.1, :math:`U^*, V^*`
+      Haar-distributed (Q of a Gaussian): low coherence.
+    * ``"power_law"``: :math:`U^*` the Q of :math:`D_1G_1`, :math:`D_1 = \operatorname{diag}(i^{-\gamma})`,
+      :math:`G_1` Gaussian (and :math:`V^*` from :math:`D_2G_2`), γ = ``decay`` ≥ 0 (default 1): the
+      leverage scores decay along the rows and columns, so the first rows and columns are
+      coherent (Theorems D.2, D.3). γ = 0 is ``"orthogonal"``, draw for draw.
+    * ``"spiky"``: :math:`U^*, V^*` are r distinct canonical vectors, rows and columns drawn
+      with ``RandomState(seed).choice``: :math:`A^* = \sum_k\sigma_k e_{i_k}e_{j_k}^\top`, r
+      nonzero entries, the most coherent (:math:`\mu_0 = \max(n_1, n_2)/r`; for r = 1 the paper's
+      :math:`e_ke_\ell^\top` after Theorem D.1).
     """
     n1, n2, r = _check_shape(n1, n2, r)
     check_option("generator", generator, GENERATORS)
     seed = check_seed("seed", seed)
     if singular_values is not None:
-        if generator != "orthogonal":
+        if generator == "authors":
             raise ValueError(f"singular_values must be None for generator 'authors', got {show(singular_values)}")
         sigma = np.asarray(singular_values, dtype=float)
         if sigma.shape != (r,):
@@ -285,12 +300,20 @@ def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
         check_finite("singular_values", sigma)
     else:
         sigma = np.ones(r)
+    if decay is not None and generator != "power_law":
+        raise ValueError(f"decay must be None for generator {generator!r}, got {show(decay)}")
+    decay = 1.0 if decay is None else check_range("decay", decay, 0.0, closed="left")
     rs = np.random.RandomState(seed)
     if generator == "authors":
         U0, V0 = rs.randn(n1, r), rs.randn(n2, r)
         W = U0 @ V0.T / math.sqrt(r)
         return W * math.sqrt(n1 * n2) / np.linalg.norm(W)
-    U, V = _haar_columns(rs, n1, r), _haar_columns(rs, n2, r)
+    if generator == "spiky":
+        A = np.zeros((n1, n2))
+        A[rs.choice(n1, r, replace=False), rs.choice(n2, r, replace=False)] = sigma
+        return A
+    decay = decay if generator == "power_law" else 0.0
+    U, V = _haar_columns(rs, n1, r, decay), _haar_columns(rs, n2, r, decay)
     return (U * sigma) @ V.T
 
 
@@ -326,6 +349,90 @@ def local_coherence(A: np.ndarray, r: int | None = None, *, U_basis: np.ndarray 
     PU = U if U_basis is None else np.asarray(U_basis, dtype=float).T @ U
     PV = V if V_basis is None else np.asarray(V_basis, dtype=float).T @ V
     return n1 / r * np.sum(PU**2, axis=1), n2 / r * np.sum(PV**2, axis=1)
+
+
+def coherence_parameters(A: np.ndarray, r: int | None = None) -> tuple[float, float]:
+    r"""Candès and Recht's coherences :math:`(\mu_0, \mu_1)` of A (App. D.4, before Theorem D.2).
+
+    With the compact SVD :math:`A = U\Sigma V^\top` of rank ``r`` (default the numerical rank) and the
+    local coherences of :func:`local_coherence`, :math:`\mu_0 = \max(\max_i\mu_i, \max_j\nu_j)`,
+    the smallest valid bound, and :math:`\mu_1 = \sqrt{n_1n_2/r}\,\max_{ij}|[UV^\top]_{ij}|`, the
+    smallest :math:`\mu_1` with :math:`\max_{ij}|[UV^\top]_{ij}| \le \mu_1\sqrt{r/(n_1n_2)}`. The paper's
+    Cauchy–Schwarz argument gives :math:`\mu_1 \le \mu_0\sqrt r`."""
+    mu, nu = local_coherence(A, r)
+    A = np.asarray(A, dtype=float)
+    n1, n2 = A.shape
+    r = int(np.linalg.matrix_rank(A)) if r is None else r
+    U, _, Vt = np.linalg.svd(A, full_matrices=False)
+    E = U[:, :r] @ Vt[:r]
+    return float(max(mu.max(), nu.max())), float(math.sqrt(n1 * n2 / r) * np.abs(E).max())
+
+
+def random_coherences(n1: int, n2: int, r: int, draws: int, *, generator: str = "orthogonal",
+                      decay: float | None = None, seed: int = 0) -> np.ndarray:
+    r""":math:`(\mu_0, \mu_1)` (:func:`coherence_parameters`) of ``draws`` matrices
+    :func:`low_rank_matrix` (``generator``, ``decay``) with seeds ``seed``, ``seed + 1``, …: an array
+    (draws, 2), for the side fact :math:`\mu_1 \le \mu_0\sqrt r` of App. D.4 on random matrices."""
+    draws = check_int("draws", draws, 1)
+    seed = check_seed("seed", seed)
+    check_seed("seed + draws - 1", seed + draws - 1)
+    return np.array([coherence_parameters(low_rank_matrix(n1, n2, r, generator=generator, decay=decay,
+                                                          seed=seed + k), r) for k in range(draws)])
+
+
+SAMPLINGS = ("uniform", "local_coherence")
+
+
+def sampling_probabilities(A_star: np.ndarray, N: float, sampling: str = "uniform") -> np.ndarray:
+    r"""Probabilities :math:`p_{ij}` of observing each entry, independently, with
+    :math:`\sum_{ij}p_{ij} = N` expected observations (Bernoulli sampling, Theorem D.3).
+
+    ``"uniform"``: :math:`p_{ij} = N/(n_1n_2)`. ``"local_coherence"`` (Chen et al. 2014):
+    :math:`p_{ij} = \min\{1, c\,(\mu_i + \nu_j)\}` with the local coherences of :math:`A^*`
+    (:func:`local_coherence`, Definition D.3) and the one c that gives N expected observations
+    (entries capped at 1 first). Theorem D.3 asks :math:`p_{ij} \ge \min\{c_0(\mu_i+\nu_j)r
+    \log^2(n_1+n_2)/\min(n_1, n_2), 1\}`: this is that form at a given budget N. Entries with
+    :math:`\mu_i + \nu_j = 0` are never observed, so N is at most their number of others.
+    """
+    check_finite("A_star", A_star)
+    A_star = np.asarray(A_star, dtype=float)
+    if A_star.ndim != 2:
+        raise ValueError(f"A_star must be a matrix (2-d array), got shape {A_star.shape}")
+    n1, n2 = A_star.shape
+    N = check_range("N", N, 0.0, n1 * n2, closed="right")
+    check_option("sampling", sampling, SAMPLINGS)
+    if sampling == "uniform":
+        return np.full((n1, n2), N / (n1 * n2))
+    mu, nu = local_coherence(A_star)
+    w = mu[:, None] + nu[None, :]
+    positive = int(np.count_nonzero(w > 0))
+    if N > positive:
+        raise ValueError(f"N must be at most the number of entries with mu_i + nu_j > 0 = {positive} "
+                         f"for sampling 'local_coherence', got {show(N)}")
+    # water-filling: saturate the k largest weights at 1, scale the rest by c = (N - k)/(their sum)
+    desc = np.sort(w, axis=None)[::-1]
+    rest = np.cumsum(desc[::-1])[::-1]            # rest[k] = sum of desc[k:]
+    k = np.arange(desc.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = (N - k) / rest
+    ok = (k <= N) & (c * desc <= 1.0 + 1e-12)
+    k0 = int(np.argmax(ok))
+    return np.minimum(1.0, c[k0] * w)
+
+
+def bernoulli_mask(probabilities: np.ndarray, seed: int = 0) -> np.ndarray:
+    r"""Boolean mask observing entry (i, j) independently with probability :math:`p_{ij}`
+    (Theorem D.3's sampling model): ``RandomState(seed).random_sample(shape) < p``. The number
+    of observed entries is random, with mean :math:`\sum p_{ij}`."""
+    check_finite("probabilities", probabilities)
+    p = np.asarray(probabilities, dtype=float)
+    if p.ndim != 2 or p.size == 0:
+        raise ValueError(f"probabilities must be a non-empty matrix (2-d array), got shape {p.shape}")
+    if p.min() < 0.0 or p.max() > 1.0:
+        raise ValueError(f"probabilities must be in [0, 1], got entries in "
+                         f"[{show(float(p.min()))}, {show(float(p.max()))}]")
+    rs = np.random.RandomState(check_seed("seed", seed))
+    return rs.random_sample(p.shape) < p
 
 
 def _check_mask(mask: np.ndarray, n1: int, n2: int) -> np.ndarray:
@@ -542,8 +649,9 @@ def make_matrix_problem(n1: int = 10, n2: int = 10, r: int = 2, N: int = 80, *, 
     kind : ``"completion"`` (:func:`completion_mask`) or ``"sensing"`` (:func:`sensing_matrices`).
     tau : data-selection parameter in [0, 1] (local coherence for completion, first singular
         vectors for sensing; Appendix D.4).
-    generator : ``"authors"`` (the official code, :math:`\|A^*\|_F = \sqrt{n_1n_2}`) or
-        ``"orthogonal"`` (Definition D.1, singular values 1); see :func:`low_rank_matrix`.
+    generator : ``"authors"`` (the official code, :math:`\|A^*\|_F = \sqrt{n_1n_2}`),
+        ``"orthogonal"`` (Definition D.1, singular values 1), or the coherent ``"power_law"``
+        (decay 1) and ``"spiky"``; see :func:`low_rank_matrix`.
     variance : sensing only: the Gaussian rows' variance (:func:`sensing_matrices`).
     snr : :math:`\|A^*\|_F^2/\mathbb E\|\xi\|^2` (:func:`noise` with signal power
         :math:`\|A^*\|_F^2`); ``None`` is noiseless (every figure of the paper).

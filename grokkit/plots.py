@@ -164,6 +164,17 @@ def _logged(traj):
     return np.asarray(traj.steps)[keep], keep
 
 
+def success_curves(ax, curves: dict, xlabel: str, ylabel: str = "success rate") -> None:
+    r"""Success rates against a sample size, one step curve per label (the phase transitions of
+    exact recovery, App. D.4): ``curves`` maps a label to ``(x, rate)`` with x increasing, the rate
+    at x holding until the next x."""
+    for label, (x, rate) in curves.items():
+        ax.step(x, rate, where="post", label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.04, 1.04)
+
+
 def error_curves(ax, traj, g: int = 0, label_prefix: str = "") -> None:
     """Relative training (solid) and recovery (dashed) errors of configuration ``g`` against t
     (log-log, from step 1), for a sparse or a matrix run."""

@@ -209,6 +209,47 @@ def measurement_matrix(operator, shape) -> np.ndarray:
     return op.astype(float)
 
 
+def completion_degrees_of_freedom(n1: int, n2: int, r: int) -> int:
+    r"""Dimension :math:`r(n_1 + n_2 - r)` of the rank-r matrices in :math:`\mathbb R^{n_1\times n_2}` (App. D.4):
+    with fewer observed entries, a rank-r :math:`A^*` is not determined by them (Theorem D.1's trivial bound)."""
+    from grokkit.data import _check_shape
+
+    n1, n2, r = _check_shape(n1, n2, r)
+    return r * (n1 + n2 - r)
+
+
+def completion_sample_scale(n1: int, n2: int, r: int, power: float = 1.0) -> float:
+    r""":math:`n^{\text{power}}\,r\log n` with :math:`n = \max(n_1, n_2)`: the sample sizes of Theorem D.1
+    (power 5/4, or 6/5 for :math:`r \le n^{1/5}`; constants C left out, as in the paper) and the
+    coupon-collector scale :math:`nr\log n` (power 1, App. D.4), below which some row or column is
+    unobserved."""
+    from grokkit.data import _check_shape
+
+    n1, n2, r = _check_shape(n1, n2, r)
+    power = check_range("power", power, 0.0, closed="left")
+    n = max(n1, n2)
+    return float(n**power * r * math.log(n))
+
+
+def coherent_sampling_probabilities(A_star: np.ndarray, c0: float = 1.0) -> np.ndarray:
+    r"""The observation probabilities that Theorem D.3 (Chen et al. 2014) asks for, with the
+    unspecified constant :math:`c_0` given:
+
+    .. math:: p_{ij} = \max\Big\{\min\Big\{c_0\frac{(\mu_i + \nu_j)\,r\log^2(n_1+n_2)}{\min(n_1, n_2)}, 1\Big\},
+              \min(n_1, n_2)^{-10}\Big\}
+
+    with the local coherences of :math:`A^*` (:func:`grokkit.data.local_coherence`, rank r its
+    numerical rank); their sum is the expected number of observed entries."""
+    from grokkit.data import local_coherence
+
+    c0 = check_range("c0", c0, 0.0, closed="neither")
+    mu, nu = local_coherence(A_star)
+    n1, n2 = np.shape(A_star)
+    r = int(np.linalg.matrix_rank(A_star))
+    p = c0 * (mu[:, None] + nu[None, :]) * r * math.log(n1 + n2) ** 2 / min(n1, n2)
+    return np.maximum(np.minimum(p, 1.0), float(min(n1, n2)) ** -10)
+
+
 def matrix_rho(operator, shape, alpha: float, beta2: float = 0.0, p: float = 2) -> float:
     r""":math:`\rho_p = \|I_n - \alpha(X^\top X + \beta_2 I_n)\|_{p\to p}`, n = n1·n2 (Theorem 2.2, Lemma D.7);
     for p = 2 this is :math:`\sigma_\max(I - \alpha(\mathcal X^*\mathcal X + \beta_2 I))`.
