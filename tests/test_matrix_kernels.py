@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from grokkit.kernels import fused
 from grokkit.kernels import matrix as mk
 
 N1, N2 = 6, 5
@@ -249,9 +250,12 @@ def operator_of(problem):
 
 @pytest.mark.parametrize("kind", mk.KINDS)
 @pytest.mark.parametrize("method", list(mk.METHODS))
-def test_kernel_records_the_steps_it_takes(kind: str, method: str) -> None:
+def test_kernel_records_the_steps_it_takes(kind: str, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel's final iterate is the step function iterated, and every record is the
-    curves of the recorded iterate (checked with numpy)."""
+    curves of the recorded iterate (checked with numpy). The kernel runs the PyTorch steps: with
+    beta* = 0.1 the dynamics amplify rounding (a 1e-18 change of A grows to 1e-3), so only the
+    same LAPACK calls agree to 1e-12; the fused CPU steps are checked in tests/test_speed.py."""
+    monkeypatch.setattr(fused, "matrix_usable", lambda *problem: False)
     p = small_problem(kind)
     config = {"alpha": [0.1, 0.3], "beta_star": [1e-2, 1e-1], "beta2": [0.0, 0.05]}
     traj = mk.METHODS[method](operator_of(p), p.y, (N1, N2), **config, steps=1500, A_star=p.A_star,
