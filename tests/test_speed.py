@@ -245,8 +245,8 @@ def test_divergence_is_reported_and_the_others_run_on() -> None:
     itself) is reported as diverged and dropped; the others' records equal a run without it."""
     p = problem()
     ys = np.stack([p.y, p.y, p.y])
-    args = (p.mask, ys, (10, 10), None, "subgradient", [0.1, 0.5, 1.0], 1e-3, 0.0, 1e-6, "random", 0, "cpu")
-    data_, config, A0 = mk._prepare(*args)
+    args = (p.mask, ys, (10, 10), None, "subgradient", [0.1, 0.5, 1.0], 1e-3, 0.0, 1e-6, None, "random", 0, "cpu")
+    data_, config, (A0,) = mk._prepare(*args)
     data_["y"][1, 3] = np.nan
     with pytest.warns(RuntimeWarning, match=r"1 configuration\(s\) diverged .*#1 \(alpha=0.5"):
         traj = run(mk.MATRIX, "subgradient", mk.subgradient_step, data_, config, A0, 3000, work=0.0)
@@ -258,12 +258,14 @@ def test_divergence_is_reported_and_the_others_run_on() -> None:
     np.testing.assert_array_equal(traj.train_error[[0, 2]], clean.train_error)
 
 
-def test_grokkit_fused_0_sensing_and_large_matrices_use_the_torch_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grokkit_fused_0_sensing_decay_and_large_matrices_use_the_torch_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     p = problem()
     kwargs = {"alpha": 0.5, "beta_star": 1e-3, "steps": 20, "device": "cpu", "progress": False}
     assert mk.subgradient(p.mask, p.y, (10, 10), **kwargs).backend == "fused"
     sensing = data.make_matrix_problem(6, 5, 2, 24, kind="sensing", seed=0)
     assert mk.subgradient(sensing.X, sensing.y, (6, 5), **{**kwargs, "alpha": 0.1}).backend == "torch"
+    assert mk.subgradient(p.mask, p.y, (10, 10), **kwargs, alpha_decay=10.0).backend == "torch"
+    assert mk.subgradient(p.mask, p.y, (10, 10), **kwargs, alpha_decay=np.inf).backend == "fused"
     side = fused.MATRIX_MAX_SIDE
     for shape, backend in (((side, side + 5), "fused"), ((side + 1, side + 1), "torch")):
         q = data.make_matrix_problem(*shape, 2, 3 * side, seed=0)
