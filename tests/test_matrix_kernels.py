@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from grokkit.kernels import fused
 from grokkit.kernels import matrix as mk
 
 N1, N2 = 6, 5
@@ -249,9 +250,12 @@ def operator_of(problem):
 
 @pytest.mark.parametrize("kind", mk.KINDS)
 @pytest.mark.parametrize("method", list(mk.METHODS))
-def test_kernel_records_the_steps_it_takes(kind: str, method: str) -> None:
+def test_kernel_records_the_steps_it_takes(kind: str, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel's final iterate is the step function iterated, and every record is the
-    curves of the recorded iterate (checked with numpy)."""
+    curves of the recorded iterate (checked with numpy). The kernel runs the PyTorch steps: with
+    beta* = 0.1 the dynamics amplify rounding (a 1e-18 change of A grows to 1e-3), so only the
+    same LAPACK calls agree to 1e-12; the fused CPU steps are checked in tests/test_speed.py."""
+    monkeypatch.setattr(fused, "matrix_usable", lambda *problem: False)
     p = small_problem(kind)
     config = {"alpha": [0.1, 0.3], "beta_star": [1e-2, 1e-1], "beta2": [0.0, 0.05]}
     traj = mk.METHODS[method](operator_of(p), p.y, (N1, N2), **config, steps=1500, A_star=p.A_star,
@@ -379,11 +383,15 @@ def test_bad_input_is_refused(call, message: str) -> None:
         call(small_problem("completion"))
 
 
-def test_a_fixed_point_stops_alone():
+def test_a_fixed_point_stops_alone(monkeypatch: pytest.MonkeyPatch):
     """One configuration reaches an exact fixed point (β* = 0, β₂ > 0: a contraction) while the
     other keeps moving: the fixed one is stopped, its records filled from the fixed point, as if
-    it had run on (regression: the loop asked the family to evaluate zero cycling rows)."""
+    it had run on (regression: the loop asked the family to evaluate zero cycling rows). On the
+    PyTorch steps: the fused CPU steps round differently and bring the other one to an exact
+    2-cycle at step 252 (tests/test_speed.py checks the periodic stop there)."""
     from grokkit import data
+
+    monkeypatch.setattr(fused, "matrix_usable", lambda *problem: False)
 
     problem = data.make_matrix_problem(4, 4, 1, 10, seed=3)
     kwargs = dict(A_star=problem.A_star, alpha=0.5, beta_star=[0.0, 1e-2], beta2=0.5, steps=3000,

@@ -1,19 +1,46 @@
-r"""A fused CPU path for the sparse-recovery steps: ``fused.c``, compiled on first use.
+r"""Fused CPU paths for the small-problem steps, in C compiled on first use: ``fused.c`` for
+sparse recovery, ``fused_matrix.c`` for matrix completion.
 
-On the CPU the PyTorch steps spend most of their time in two small float64 matrix
-products per step, (G x n)(n x N) and (G x N)(N x n), where MKL's fixed cost per call
+Sparse recovery: on the CPU the PyTorch steps spend most of their time in two small float64
+matrix products per step, (G x n)(n x N) and (G x N)(N x n), where MKL's fixed cost per call
 dominates (about 10-20 µs each for the Figure 1 grid on a 2-core machine). ``fused.c`` runs
 whole chunks of steps in C with a register-blocked AVX2/FMA product over the configuration
 axis: 14.5 µs per step for those 36 configurations, about 3.5 times the PyTorch steps
-(``benchmarks/bench_sparse.py``). It needs an x86-64 CPU with AVX2 and FMA and a C compiler
-(``cc``); without them, or with ``GROKKIT_FUSED=0``, the kernels use the PyTorch steps,
-which are the reference (the tests check that both agree to 1e-12).
+(``benchmarks/bench_sparse.py``).
+
+Matrix completion: a PyTorch step is dominated by the batched ``torch.linalg.svd`` of the
+iterates (23-28 µs per 10 x 10 matrix on that machine). ``fused_matrix.c`` runs whole chunks of
+steps of the three matrix methods (subgradient eq. 101, proximal/SVT eq. 127, projected
+subgradient §D.7) on completion problems, the mask shared or one per configuration, with one
+AVX2 lane per configuration and a one-sided (Hestenes) Jacobi SVD of each iterate, whose
+singular values agree with LAPACK's to rounding (``tests/test_speed.py``: 1e-12 ||A||_2, the
+tiny ones included): 5.6 µs per configuration-step for the Figure 5/42 grid, about 9 times the
+PyTorch steps and 10 times a lean numpy loop (``benchmarks/bench_matrix.py``). Each step is a
+function of the iterate only, as in PyTorch, so the periodic stop keeps its meaning. Where the
+two paths may differ:
+
+* h(A) = UV^T is unique when A has full rank. Where a singular value vanishes (A = 0, or an
+  exactly rank-deficient A) U is completed with the canonical basis vectors that keep the most
+  of their norm, and LAPACK with others: both are subgradients of the nuclear norm, but the
+  next iterates differ.
+* h(A) is as sensitive as sigma_max/(sigma_{k-1} + sigma_k) (sigma_max/sigma_k for a
+  rectangular A) to rounding in A, in both SVDs. Once the spurious singular values of a
+  subgradient run reach their floor (about alpha beta*), the steps amplify rounding and the two
+  paths drift apart there, by at most about 2 sqrt(n - r) alpha beta* in ||A||_F, while the leading
+  directions, and so the errors, t1 and t2, agree (to 1e-6 relative up to t2 in the tests).
+* The proximal map is nonexpansive: the paths stay within the sum of the rounding of each step.
+
+Both need an x86-64 CPU with AVX2 and FMA and a C compiler (``cc``); without them, or with
+``GROKKIT_FUSED=0``, the kernels use the PyTorch steps, which are the reference (the tests
+check that both agree). Matrix sensing (a dense X) and matrices with min(n1, n2) above
+:data:`MATRIX_MAX_SIDE` stay on the PyTorch steps.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -26,8 +53,17 @@ import numpy as np
 import torch
 
 METHODS = {"subgradient": 0, "ista": 1, "projected_subgradient": 2}
-_SOURCE = Path(__file__).with_name("fused.c")
+MATRIX_METHODS = {"subgradient": 0, "proximal": 1, "projected_subgradient": 2}
+# Above this min(n1, n2) LAPACK's SVD beats the Jacobi sweeps (equal near 50, 4x faster at 100 on
+# the development machine): larger matrices run on the PyTorch steps.
+MATRIX_MAX_SIDE = 40
+_SOURCES = {"sparse": Path(__file__).with_name("fused.c"), "matrix": Path(__file__).with_name("fused_matrix.c")}
 _D = ctypes.POINTER(ctypes.c_double)
+_SIGNATURES = {  # name: (restype, argtypes)
+    "grokkit_steps": (None, [ctypes.c_int] * 4 + [ctypes.c_long] + [_D] * 11),
+    "grokkit_matrix_steps": (ctypes.c_int, [ctypes.c_int] * 4 + [ctypes.c_long] + [_D] * 8),
+    "grokkit_matrix_svd": (ctypes.c_int, [ctypes.c_int] * 3 + [_D] * 3),
+}
 
 
 def _cpu_has_avx2_fma() -> bool:
@@ -41,18 +77,18 @@ def _cpu_has_avx2_fma() -> bool:
 FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC")
 
 
-def _build(compiler: str) -> Path | None:
-    """Compile ``fused.c`` into the user's cache (keyed by the source and flags), once."""
-    digest = hashlib.sha256(_SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+def _build(compiler: str, source: Path = _SOURCES["sparse"]) -> Path | None:
+    """Compile ``source`` into the user's cache (keyed by the source and flags), once."""
+    digest = hashlib.sha256(source.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
     for folder in (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grokkit",
                    Path(tempfile.gettempdir()) / f"grokkit-{os.getuid()}"):
-        target = folder / f"fused-{digest}.so"
+        target = folder / f"{source.stem}-{digest}.so"
         if target.is_file():
             return target
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            partial = folder / f"fused-{digest}.{os.getpid()}.tmp"
-            if subprocess.run([compiler, *FLAGS, "-o", str(partial), str(_SOURCE)], capture_output=True).returncode:
+            partial = folder / f"{source.stem}-{digest}.{os.getpid()}.tmp"
+            if subprocess.run([compiler, *FLAGS, "-o", str(partial), str(source)], capture_output=True).returncode:
                 return None
             os.replace(partial, target)  # atomic: concurrent builds cannot leave a half-written library
             return target
@@ -69,42 +105,82 @@ def _load(target: Path | None) -> ctypes.CDLL | None:
 
 
 @functools.cache
-def library() -> ctypes.CDLL | None:
-    """The compiled ``fused.c``, or None where it cannot be built or run here."""
+def library(kind: str = "sparse") -> ctypes.CDLL | None:
+    """The compiled ``fused.c`` (``kind="sparse"``) or ``fused_matrix.c`` (``"matrix"``), or None
+    where it cannot be built or run here."""
     if os.environ.get("GROKKIT_FUSED", "1") == "0" or platform.machine() not in ("x86_64", "AMD64"):
         return None
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not _cpu_has_avx2_fma():
         return None
-    target = _build(compiler)
+    source = _SOURCES[kind]
+    target = _build(compiler, source)
     lib = _load(target)
     if target is not None and lib is None:  # a damaged cached build (truncated, say): rebuild it once
         target.unlink(missing_ok=True)
-        lib = _load(_build(compiler))
+        lib = _load(_build(compiler, source))
         if lib is None:
             warnings.warn(f"grokkit: the fused CPU steps in {target} could not be loaded or rebuilt; "
                           "using the PyTorch steps", RuntimeWarning, stacklevel=2)
     if lib is None:
         return None
-    lib.grokkit_steps.argtypes = [ctypes.c_int] * 4 + [ctypes.c_long] + [_D] * 11
-    lib.grokkit_steps.restype = None
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        if hasattr(lib, name):
+            getattr(lib, name).argtypes, getattr(lib, name).restype = argtypes, restype
     return lib
 
 
 def usable(method: str, X: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the fused path can run ``method`` on this problem (CPU, float64, X and y shared)."""
+    """Whether the fused path can run the sparse ``method`` on this problem (CPU, float64, X and y shared)."""
     return (method in METHODS and X.device.type == "cpu" and X.dtype == torch.float64 and X.dim() == 2
             and y.dim() == 1 and library() is not None)
 
 
-def _pad(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    out = np.zeros(shape)
-    out[tuple(slice(0, s) for s in a.shape)] = a
-    return out
+def matrix_usable(method: str, op, y: torch.Tensor) -> bool:
+    """Whether the fused path can run the matrix ``method`` on this problem: completion (a mask,
+    shared or one per configuration) of matrices with min(n1, n2) <= :data:`MATRIX_MAX_SIDE`, y on
+    the CPU in float64."""
+    return (method in MATRIX_METHODS and op.kind == "completion" and min(op.shape) <= MATRIX_MAX_SIDE
+            and y.device.type == "cpu" and y.dtype == torch.float64 and library("matrix") is not None)
 
 
-class FusedSteps:
-    """The iterates of G configurations in the fused layout (n x G, G padded to a multiple of 4), advanced in C."""
+def _columns(a, G: int, Gp: int) -> np.ndarray:
+    """Per-configuration values ``a`` (G, ...) as a C-contiguous (entries, Gp) array,
+    configuration-contiguous, padded with copies of the last configuration."""
+    a = np.asarray(a, dtype=np.float64)
+    a = a.reshape(G, math.prod(a.shape[1:]))
+    return np.ascontiguousarray(np.concatenate([a, np.repeat(a[-1:], Gp - G, axis=0)]).T)
+
+
+class _Layout:
+    """The iterates of G configurations in the fused layout: (entries, Gp) arrays, G padded to a
+    multiple of 4, with the two previous iterates (for the periodic stop) and per-configuration
+    arrays ``fields`` (hyper-parameters, data), all shrunk together by :meth:`keep`. A subclass
+    sets ``_pointers`` (the C arguments) and ``advance``."""
+
+    def _load(self, x0: np.ndarray, fields: dict[str, np.ndarray]) -> None:
+        G = x0.shape[0]
+        self.G, self.Gp, self.shape = G, -(-G // 4) * 4, x0.shape[1:]
+        self.fields = {k: _columns(v, G, self.Gp) for k, v in fields.items()}
+        self.B = _columns(x0, G, self.Gp)
+        self.B1, self.B2 = self.B.copy(), self.B.copy()
+
+    def iterate(self, age: int = 0) -> torch.Tensor:
+        """The iterate ``age`` updates ago (0, 1 or 2), shape (G, ...)."""
+        A = (self.B, self.B1, self.B2)[age]
+        return torch.from_numpy(np.ascontiguousarray(A[:, :self.G].T).reshape(self.G, *self.shape))
+
+    def keep(self, keep: np.ndarray) -> None:
+        """Continue with the configurations in the boolean mask ``keep`` only."""
+        fields = {k: v[:, :self.G][:, keep].T for k, v in self.fields.items()}
+        B, B1, B2 = (A[:, :self.G][:, keep] for A in (self.B, self.B1, self.B2))
+        self._load(B.T.reshape(-1, *self.shape), fields)
+        self.B1[:, :B1.shape[1]], self.B2[:, :B2.shape[1]] = B1, B2
+        self._pointers()
+
+
+class FusedSteps(_Layout):
+    """Sparse recovery (``fused.c``): the iterates b (n x Gp) advanced in C."""
 
     def __init__(self, method: str, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, b0: torch.Tensor,
                  P: torch.Tensor | None = None):
@@ -113,31 +189,79 @@ class FusedSteps:
         self.X = np.ascontiguousarray(X.numpy())
         self.M = np.ascontiguousarray(P.numpy() if P is not None else X.numpy().T)
         self.y = np.ascontiguousarray(y.numpy())
-        self._load(np.asarray(alpha), np.asarray(beta1), np.asarray(beta2), b0.numpy())
+        self._load(b0.numpy(), {"alpha": alpha, "beta1": beta1, "beta2": beta2})
+        self._pointers()
 
-    def _load(self, alpha, beta1, beta2, b0) -> None:
-        G = b0.shape[0]
-        self.G, self.Gp = G, -(-G // 4) * 4
-        self.params = [_pad(np.ravel(v), (self.Gp,)) for v in (alpha, beta1, beta2)]
-        self.B = _pad(b0.T, (self.n, self.Gp))
-        self.B1, self.B2 = self.B.copy(), self.B.copy()
+    def _pointers(self) -> None:
         self.R, self.D = np.zeros((self.N, self.Gp)), np.zeros((self.n, self.Gp))
-        self.pointers = [a.ctypes.data_as(_D) for a in (self.X, self.M, self.y, *self.params, self.B, self.B1,
-                                                         self.B2, self.R, self.D)]
+        f = self.fields
+        self.pointers = [a.ctypes.data_as(_D) for a in (self.X, self.M, self.y, f["alpha"], f["beta1"], f["beta2"],
+                                                         self.B, self.B1, self.B2, self.R, self.D)]
 
     def advance(self, k: int) -> None:
         """``k`` updates of every configuration."""
         if k:
             library().grokkit_steps(self.method, self.N, self.n, self.Gp, k, *self.pointers)
 
-    def iterate(self, age: int = 0) -> torch.Tensor:
-        """The iterate ``age`` updates ago (0, 1 or 2), shape (G, n)."""
-        A = (self.B, self.B1, self.B2)[age]
-        return torch.from_numpy(np.ascontiguousarray(A[:, :self.G].T))
 
-    def keep(self, keep: np.ndarray) -> None:
-        """Continue with the configurations in the boolean mask ``keep`` only."""
-        alpha, beta1, beta2 = (v[:self.G][keep] for v in self.params)
-        B, B1, B2 = (A[:, :self.G][:, keep] for A in (self.B, self.B1, self.B2))
-        self._load(alpha, beta1, beta2, B.T)
-        self.B1[:, :B1.shape[1]], self.B2[:, :B2.shape[1]] = B1, B2
+class MatrixSteps(_Layout):
+    """Matrix completion (``fused_matrix.c``): the iterates A (n1 n2 x Gp, row-major entries)
+    advanced in C, with the mask and y dense per configuration (0/1, and y at the observed entries)."""
+
+    def __init__(self, method: str, op, y: torch.Tensor, alpha, beta_star, beta2, A0: torch.Tensor):
+        self.method = MATRIX_METHODS[method]
+        G, n1, n2 = A0.shape
+        index, ys = op.index.cpu().numpy(), np.atleast_2d(y.numpy())  # (1 or G, N) each
+        index = np.broadcast_to(index, (G, index.shape[1]))
+        mask, dense_y = np.zeros((G, n1 * n2)), np.zeros((G, n1 * n2))
+        np.put_along_axis(mask, index, 1.0, axis=1)
+        np.put_along_axis(dense_y, index, np.broadcast_to(ys, index.shape), axis=1)
+        self._load(A0.numpy(), {"alpha": alpha, "beta_star": beta_star, "beta2": beta2, "mask": mask, "y": dense_y})
+        self._pointers()
+
+    def _pointers(self) -> None:
+        f = self.fields
+        self.pointers = [a.ctypes.data_as(_D) for a in (f["mask"], f["y"], f["alpha"], f["beta_star"], f["beta2"],
+                                                         self.B, self.B1, self.B2)]
+
+    def advance(self, k: int) -> None:
+        """``k`` updates of every configuration."""
+        if k and not library("matrix").grokkit_matrix_steps(self.method, *self.shape, self.Gp, k, *self.pointers):
+            raise MemoryError("the fused matrix steps could not allocate their work space")
+
+
+def sparse_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> FusedSteps | None:
+    """The fused steps of a sparse-recovery run (:data:`grokkit.kernels.run.SPARSE`), or None
+    where the PyTorch steps must run it (:func:`usable`)."""
+    if not usable(method, data["X"], data["y"]):
+        return None
+    return FusedSteps(method, data["X"], data["y"], config["alpha"], config["beta1"], config["beta2"], x0,
+                      data.get("P"))
+
+
+def matrix_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> MatrixSteps | None:
+    """The fused steps of a matrix run (:data:`grokkit.kernels.matrix.MATRIX`), or None where
+    the PyTorch steps must run it (:func:`matrix_usable`: sensing, large matrices, a GPU, no
+    compiler)."""
+    if not matrix_usable(method, data["op"], data["y"]):
+        return None
+    return MatrixSteps(method, data["op"], data["y"], config["alpha"], config["beta_star"], config["beta2"], x0)
+
+
+def jacobi_svd(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The singular values (decreasing) and :math:`h(A) = UV^\top` of every matrix of ``A``
+    (G, n1, n2), float64, by the one-sided Jacobi SVD of the fused matrix steps (``fused_matrix.c``).
+    Raises ``RuntimeError`` where the fused path is not available (:func:`library`)."""
+    lib = library("matrix")
+    if lib is None:
+        raise RuntimeError("the fused matrix steps are not available here (GROKKIT_FUSED=0, no cc, or no AVX2/FMA)")
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 3 or 0 in A.shape[1:]:
+        raise ValueError(f"A must have shape (G, n1, n2) with n1, n2 >= 1, got shape {A.shape}")
+    G, n1, n2 = A.shape
+    Gp = -(-G // 4) * 4
+    cols = _columns(A, G, Gp)
+    S, H = np.zeros((min(n1, n2), Gp)), np.zeros_like(cols)
+    if not lib.grokkit_matrix_svd(n1, n2, Gp, *(a.ctypes.data_as(_D) for a in (cols, S, H))):
+        raise MemoryError("the fused matrix SVD could not allocate its work space")
+    return -np.sort(-S[:, :G].T, axis=1), H[:, :G].T.reshape(G, n1, n2)

@@ -16,7 +16,11 @@ factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_s
 :func:`subgradient`, :func:`projected_subgradient`, :func:`proximal` and :func:`deep` run the steps
 in the loop every kernel family shares (:func:`grokkit.kernels.run.run`: schedule, records, early
 stop, divergence), with the matrix family's records (:class:`MatrixTrajectory`); :data:`DEEP`
-iterates on the factors and records their product.
+iterates on the factors and records their product. On the CPU, completion problems run the
+first three on the fused steps of :mod:`grokkit.kernels.fused` (a one-sided Jacobi SVD in C,
+where a compiler and AVX2/FMA are available; ``GROKKIT_FUSED=0`` switches them off), recorded
+through the same curves; matrix sensing (a dense X), the deep factorization and decaying steps
+(``alpha_decay``) run on the PyTorch steps.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import torch
 
 from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
 from grokkit.cache import cached
+from grokkit.kernels import fused
 from grokkit.kernels.run import (MAX_STEPS, Family, check_step_size, configurations, resolve_device, run)
 
 KINDS = ("completion", "sensing")
@@ -92,7 +97,7 @@ class Measurements:
         (X of full row rank)."""
         G = A.shape[0]
         if self.kind == "completion":
-            flat = A.reshape(G, -1).clone()
+            flat = A.flatten(1).clone()
             flat.scatter_(1, self.index.expand(G, -1), y.expand(G, -1))
             return flat.reshape(A.shape)
         if self._gram_inv is None:
@@ -106,8 +111,8 @@ class Measurements:
         r""":math:`\mathcal X(A)` for every matrix of ``A`` (G, n1, n2): shape (G, N)."""
         G = A.shape[0]
         if self.kind == "completion":
-            return torch.gather(A.reshape(G, -1), 1, self.index.expand(G, -1))
-        vec = A.mT.reshape(G, -1)
+            return torch.gather(A.flatten(1), 1, self.index.expand(G, -1))
+        vec = A.mT.flatten(1)
         return vec @ self.X.mT if self.X.dim() == 2 else torch.bmm(self.X, vec.unsqueeze(-1)).squeeze(-1)
 
     def adjoint(self, r: torch.Tensor) -> torch.Tensor:
@@ -362,7 +367,8 @@ def _result(*, curves, iterates, final, traces, **fields) -> MatrixTrajectory:
 
 
 MATRIX = Family(penalty="beta_star", curves=CURVES, finite=FINITE, operands=("op", "y"), target="A_star",
-                evaluate=_observe, result=_result, unbatched={"A_star": 2}, traces=("singular_values",))
+                evaluate=_observe, result=_result, unbatched={"A_star": 2}, traces=("singular_values",),
+                fused=fused.matrix_steps)
 
 DEEP_CURVES = CURVES + ("factor_nuclear",)
 # The deep factorization: the iterate is the list of factors, the product is recorded.
@@ -465,7 +471,9 @@ def _kernel(method: str, step, rule: str):
     :math:`A^{{(1)}} = \zeta\tilde A` with ``init`` "random" (:math:`\mathcal N(0, 1/(n_1n_2))`
     entries from ``seed``) or "identity". ``record_A`` keeps
     the iterates; ``dense``, ``per_decade``, ``stop_periodic``, ``device``, ``progress`` as for the
-    sparse kernels (:func:`grokkit.kernels.subgradient`). Returns a :class:`MatrixTrajectory`;
+    sparse kernels (:func:`grokkit.kernels.subgradient`). On the CPU, completion runs on the fused
+    steps of :mod:`grokkit.kernels.fused` where they can be built, sensing on the PyTorch steps
+    (``MatrixTrajectory.backend`` says which). Returns a :class:`MatrixTrajectory`;
     raises ``ValueError`` before any compute for a bad input; warns ``RuntimeWarning`` naming the
     configurations that diverged."""
     return cached(kernel)

@@ -285,7 +285,9 @@ class Family:
     every other item of ``data`` passed by keyword. A data tensor is one per configuration when it
     has one axis more than ``unbatched`` gives it (default 1); a data object (an operator) says so
     with ``batched`` and is subset with ``select``. ``result`` builds the family's trajectory from
-    the recorded fields; ``fused`` allows :mod:`grokkit.kernels.fused` on the CPU.
+    the recorded fields. ``fused(method, data, config, x0)``, if given, returns the fused CPU steps
+    of a run (:mod:`grokkit.kernels.fused`: an object with ``advance(k)``, ``iterate(age)`` and
+    ``keep(mask)``), or None where the PyTorch steps must run it.
 
     The iterate is a tensor (G, ...) or a list of tensors with the configuration axis first (the
     factors of a deep factorization); ``view`` maps it to the tensor (G, ...) recorded as the
@@ -301,7 +303,7 @@ class Family:
     result: Callable
     unbatched: dict = field(default_factory=dict)
     traces: tuple[str, ...] = ()
-    fused: bool = False
+    fused: Callable | None = None
     view: Callable | None = None
 
     def recorded(self, x):
@@ -314,7 +316,7 @@ def _sparse_result(*, curves, iterates, final, traces, **fields) -> Trajectory:
 
 
 SPARSE = Family(penalty="beta1", curves=METRICS, finite=FINITE, operands=("X", "y"), target="b_star",
-                evaluate=_metrics, result=_sparse_result, unbatched={"X": 2, "P": 2}, fused=True)
+                evaluate=_metrics, result=_sparse_result, unbatched={"X": 2, "P": 2}, fused=fused.sparse_steps)
 
 
 def _batched(value, unbatched: int) -> bool:
@@ -438,9 +440,7 @@ class _State:
         self.family = family
         # alpha_decay (a decaying step, Corollary D.1) runs in the PyTorch steps only.
         self.decay = "alpha_decay" in config and bool(np.isfinite(config["alpha_decay"]).any())
-        self.fused = (fused.FusedSteps(method, data["X"], data["y"], config["alpha"], config[family.penalty],
-                                       config["beta2"], x0, data.get("P"))
-                      if family.fused and not self.decay and fused.usable(method, data["X"], data["y"]) else None)
+        self.fused = family.fused(method, data, config, x0) if family.fused and not self.decay else None
         column = (-1,) + (1,) * (A0.dim() - 1)
         self.col = {k: torch.as_tensor(config[k], dtype=A0.dtype, device=device).reshape(column)
                     for k in ("alpha", family.penalty, "beta2") + (("alpha_decay",) if self.decay else ())}
