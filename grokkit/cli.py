@@ -157,9 +157,11 @@ class Runner:
             interrupted = err
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleaning up: a second Ctrl-C must not cut it short
             self.stop.set()
-            self._interrupt_running()
-            for future in pending:
-                outcomes.append(self._report(future.result(), quiet=True))
+            while pending:  # repeated: a worker may not have been running its task at the first signal
+                self._interrupt_running()
+                done, pending = wait(pending, timeout=1.0)
+                for future in done:
+                    outcomes.append(self._report(future.result(), quiet=True))
         finally:
             threads.shutdown(wait=True)
             if self.pool is not None:

@@ -362,7 +362,9 @@ _running = False  # whether this process is executing a task (SIGTERM then inter
 
 
 def _interrupt_task(signum, frame) -> None:
-    if _running:
+    global _running
+    if _running:  # once: the client repeats SIGTERM until the task returns
+        _running = False
         raise KeyboardInterrupt
 
 
