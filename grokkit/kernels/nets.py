@@ -1,0 +1,401 @@
+r"""Batched training of small networks over (α, β) grids (paper §3, Appendix E).
+
+Every configuration g of a grid trains its own copy of one model on
+
+.. math:: L_g(\theta) = \ell(y_\theta(X_B), Y_B) + \beta_g\,\Omega(\theta),
+
+with Adam at learning rate :math:`\alpha_g` (the authors' optimiser; the paper says gradient
+descent). The copies are stacked along a leading configuration axis
+(``torch.func.stack_module_state``), the forward pass of all of them is one
+``torch.func.vmap`` of ``torch.func.functional_call``, and their gradients come from one backward
+pass of the summed losses (the configurations share no parameter, so each receives its own
+gradient). :func:`adam_step` is ``torch.optim.Adam``'s update with one learning rate per
+configuration. Every configuration starts from the same initialisation (the model passed in, built
+from a seed) and sees the same mini-batches in the same order, as in the authors' code (seed 42
+for the data loader), so configurations differ only by (α, β).
+
+The loop is the one every kernel family shares (:func:`grokkit.kernels.run.run`): the logging
+schedule, recorded curves, divergence (a configuration with a non-finite parameter or loss is
+stopped and reported by index) and the progress bar. The iterate is the list of stacked
+parameters followed by Adam's two moments.
+
+Penalties :math:`\Omega` (:data:`PENALTIES`), over the weight matrices (every parameter with two
+axes or more; LSTM biases are not penalised):
+
+* ``l1``: :math:`\sum_W\sum_{ij}|W_{ij}|`;
+* ``l2``: :math:`\sum_W\|W\|_F`, the un-squared Frobenius norm per matrix that the authors' code
+  and figures use; ``l2_squared``: :math:`\sum_W\|W\|_F^2`, the paper's;
+* ``nuclear``: :math:`\ell_* = \sum_W\|W\|_*`;
+* ``sobolev``: :math:`\|J_\theta(X_B) - J^*(X_B)\|_F` over the whole (B, c, d) batch of input
+  Jacobians, un-squared and un-averaged as in the code (Figure 50); ``sobolev_squared``:
+  :math:`\frac1B\sum_i\|J_\theta(x_i) - J^*(x_i)\|_F^2`, the paper's eq. (136) with K = 1.
+
+The losses are the code's: ``nn.MSELoss`` (mean over the N·c outputs, where the paper averages
+over N) for regression and the cross-entropy for classification.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, jacrev, stack_module_state, vmap
+
+from grokkit._checks import check_int, check_option, check_seed
+from grokkit.kernels.run import MAX_STEPS, Family, configurations, resolve_device, run
+
+PENALTIES = ("l1", "l2", "l2_squared", "nuclear", "sobolev", "sobolev_squared")
+CURVES = ("train_loss", "test_loss", "train_accuracy", "test_accuracy", "l0", "l1", "l2", "nuclear")
+L0_THRESHOLD = 1e-4  # the code's l0: the number of weights with |w| > 1e-4
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+
+
+# --- models ------------------------------------------------------------------------------------
+
+def _normal_(layer: nn.Linear, generator: torch.Generator) -> None:
+    """The code's "normal" initialisation: :math:`W \\sim \\mathcal N(0, 1/\\text{out\\_features})`."""
+    with torch.no_grad():
+        layer.weight.normal_(0.0, 1.0 / math.sqrt(layer.out_features), generator=generator)
+
+
+def _uniform_(tensor: torch.Tensor, bound: float, generator: torch.Generator) -> None:
+    """PyTorch's default initialisation of ``nn.Linear`` and ``nn.LSTM``: :math:`\\mathcal U(-b, b)`."""
+    with torch.no_grad():
+        tensor.uniform_(-bound, bound, generator=generator)
+
+
+class TwoLayerMLP(nn.Module):
+    r""":math:`y_\theta(x) = B\,\mathrm{ReLU}(Ax)`, no biases (the student of §E.1 and the MNIST
+    network of §E.4), with the code's "normal" initialisation :math:`A \sim \mathcal N(0, 1/h)`,
+    :math:`B \sim \mathcal N(0, 1/c)`. Inputs (N, d) or (N, ...), flattened."""
+
+    def __init__(self, d_in: int, width: int, d_out: int, *, seed: int = 0):
+        super().__init__()
+        d_in, width, d_out = (check_int(k, v, 1) for k, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
+        gen = torch.Generator().manual_seed(check_seed("seed", seed))
+        self.A = nn.Linear(d_in, width, bias=False)
+        self.B = nn.Linear(width, d_out, bias=False)
+        _normal_(self.A, gen)
+        _normal_(self.B, gen)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.B(torch.relu(self.A(x.flatten(1))))
+
+
+class MatrixProductMLP(nn.Module):
+    r"""The authors' MLP for :math:`x_1 \circ x_2 \bmod p` (spec §3.10.2): two embeddings
+    :math:`E_1, E_2 \in \mathbb R^{d\times p}` (PyTorch's default init), the product of the two
+    embedded tokens read as :math:`k\times k` matrices (:math:`d = k^2`), flattened, then
+    :math:`W_2\,\mathrm{ReLU}(W_1 h)` with :math:`W_1 \sim \mathcal N(0, 1/d)`,
+    :math:`W_2 \sim \mathcal N(0, 1/p)`; no biases. Inputs are one-hot pairs (N, 2, p)."""
+
+    def __init__(self, p: int, d: int = 64, *, seed: int = 0):
+        super().__init__()
+        p = check_int("p", p, 2)
+        d = check_int("d", d, 1)
+        k = math.isqrt(d)
+        if k * k != d:
+            raise ValueError(f"d must be a perfect square (the embeddings are multiplied as k x k matrices), got {d}")
+        gen = torch.Generator().manual_seed(check_seed("seed", seed))
+        self.k = k
+        self.E1, self.E2 = nn.Linear(p, d, bias=False), nn.Linear(p, d, bias=False)
+        self.W1, self.W2 = nn.Linear(d, d, bias=False), nn.Linear(d, p, bias=False)
+        for E in (self.E1, self.E2):
+            _uniform_(E.weight, 1.0 / math.sqrt(p), gen)
+        _normal_(self.W1, gen)
+        _normal_(self.W2, gen)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = self.k
+        e1 = self.E1(x[:, 0]).unflatten(-1, (k, k))
+        e2 = self.E2(x[:, 1]).unflatten(-1, (k, k))
+        return self.W2(torch.relu(self.W1((e1 @ e2).flatten(1))))
+
+
+class LSTMClassifier(nn.Module):
+    r"""An LSTM classifier of token sequences (Figures 54–56; the paper gives no code, so every
+    choice is ours): an embedding :math:`E \in \mathbb R^{V\times e}` (:math:`\mathcal N(0, 1)`,
+    PyTorch's default), one LSTM layer of ``hidden`` units (PyTorch's gate order i, f, g, o and its
+    default :math:`\mathcal U(-1/\sqrt H, 1/\sqrt H)` initialisation, with biases), and a linear
+    read-out of the last hidden state to ``n_classes`` logits, without bias. The cell is written
+    out (a few tokens) so that ``torch.func.vmap`` batches it. Inputs are token indices (N, T)."""
+
+    def __init__(self, vocabulary: int, n_classes: int, embedding: int = 64, hidden: int = 128, *, seed: int = 0):
+        super().__init__()
+        vocabulary, n_classes = check_int("vocabulary", vocabulary, 2), check_int("n_classes", n_classes, 2)
+        embedding, hidden = check_int("embedding", embedding, 1), check_int("hidden", hidden, 1)
+        gen = torch.Generator().manual_seed(check_seed("seed", seed))
+        self.embed = nn.Parameter(torch.randn(vocabulary, embedding, generator=gen))
+        bound = 1.0 / math.sqrt(hidden)
+        self.W_ih = nn.Parameter(torch.empty(4 * hidden, embedding))
+        self.W_hh = nn.Parameter(torch.empty(4 * hidden, hidden))
+        self.bias = nn.Parameter(torch.empty(4 * hidden))
+        for w in (self.W_ih, self.W_hh, self.bias):
+            _uniform_(w, bound, gen)
+        self.readout = nn.Linear(hidden, n_classes, bias=False)
+        _uniform_(self.readout.weight, bound, gen)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed[tokens]  # (N, T, e)
+        h = c = x.new_zeros(x.shape[0], self.W_hh.shape[1])
+        for t in range(x.shape[1]):
+            i, f, g, o = (x[:, t] @ self.W_ih.T + h @ self.W_hh.T + self.bias).chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return self.readout(h)
+
+
+# --- penalties and losses ----------------------------------------------------------------------
+
+def weights(params: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """The penalised parameters: every weight matrix (two axes or more), in the model's order."""
+    return [p for p in params.values() if p.dim() >= 2]
+
+
+def penalty(name: str, params: dict[str, torch.Tensor], jacobian: torch.Tensor | None = None,
+            target: torch.Tensor | None = None) -> torch.Tensor:
+    r""":math:`\Omega(\theta)` of one model (module docstring); the Sobolev penalties compare the
+    input Jacobian ``jacobian`` (B, c, d) of the model with the teacher's ``target``."""
+    W = weights(params)
+    if name == "l1":
+        return sum(w.abs().sum() for w in W)
+    if name == "l2":
+        return sum(torch.linalg.matrix_norm(w) for w in W)
+    if name == "l2_squared":
+        return sum(w.square().sum() for w in W)
+    if name == "nuclear":
+        return sum(torch.linalg.matrix_norm(w, "nuc") for w in W)
+    diff = jacobian - target
+    if name == "sobolev":
+        return torch.linalg.vector_norm(diff)
+    return diff.square().sum() / diff.shape[0]  # sobolev_squared
+
+
+def loss(kind: str, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The training criterion: ``nn.MSELoss`` (mean over every output) or the cross-entropy."""
+    if kind == "regression":
+        return (output - y).square().mean()
+    return nn.functional.cross_entropy(output, y)
+
+
+# --- the batched step --------------------------------------------------------------------------
+
+def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor], m: list[torch.Tensor], v: list[torch.Tensor],
+              t: int, lr: torch.Tensor) -> None:
+    r"""``torch.optim.Adam``'s update (default betas and eps, no weight decay) of stacked
+    parameters, in place, with one learning rate per configuration: ``lr`` (G,). ``t`` counts the
+    updates, this one included (the bias corrections :math:`1-\beta_1^t`, :math:`1-\beta_2^t`)."""
+    b1, b2 = ADAM_BETAS
+    bc1, bc2_sqrt = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
+    for p, g, mk, vk in zip(params, grads, m, v):
+        mk.lerp_(g, 1 - b1)
+        vk.mul_(b2).addcmul_(g, g, value=1 - b2)
+        step = (lr / bc1).reshape((-1,) + (1,) * (p.dim() - 1))
+        p.sub_(step * mk / (vk.sqrt() / bc2_sqrt).add_(ADAM_EPS))
+
+
+class Batches:
+    """The mini-batch order shared by every configuration: each epoch a seeded permutation of the
+    N training examples (``torch.Generator``), cut into batches of ``batch_size`` (the last one
+    shorter, as PyTorch's ``DataLoader`` with ``drop_last=False``); full batch when ``batch_size``
+    is None or at least N (no shuffle)."""
+
+    batched = False  # one schedule for every configuration (grokkit.kernels.run)
+
+    def __init__(self, N: int, batch_size: int | None, seed: int):
+        self.N, self.size = N, N if batch_size is None else min(batch_size, N)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.queue: list[torch.Tensor] = []
+
+    def next(self) -> torch.Tensor | None:
+        """Indices of the next batch; None for the full batch in its order."""
+        if self.size == self.N:
+            return None
+        if not self.queue:
+            self.queue = list(torch.randperm(self.N, generator=self.gen).split(self.size))
+        return self.queue.pop(0)
+
+
+@dataclass
+class Setup:
+    """What a run of one model needs besides its stacked parameters (``data`` of the loop)."""
+
+    template: nn.Module  # the model on the meta device, called with stacked parameters
+    names: list[str]
+    kind: str
+    penalty: str
+    task: object  # grokkit.data.NetTask on the run's device
+    batches: Batches
+    batched = False
+
+    def outputs(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The outputs (G, B, ...) of every configuration on one input batch ``x``."""
+        def one(p):
+            return functional_call(self.template, dict(zip(self.names, p)), (x,))
+        return vmap(one)(params)
+
+    def objective(self, params: list[torch.Tensor], beta: torch.Tensor, idx: torch.Tensor | None) -> torch.Tensor:
+        r"""The sum over configurations of :math:`L_g(\theta_g)` on the batch ``idx``."""
+        task = self.task
+        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
+        J = None
+        if self.penalty.startswith("sobolev"):
+            J = task.J_train if idx is None else task.J_train[idx]
+
+        def one(p, b):
+            named = dict(zip(self.names, p))
+            out = functional_call(self.template, named, (x,))
+            omega = (penalty(self.penalty, named, self._jacobian(named, x), J) if J is not None
+                     else penalty(self.penalty, named))
+            return loss(self.kind, out, y) + b * omega
+        return vmap(one)(params, beta).sum()
+
+    def _jacobian(self, named: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The input Jacobian (B, c, d) of one model at every example of ``x`` (B, d)."""
+        def f(xi):
+            return functional_call(self.template, named, (xi[None],))[0]
+        return vmap(jacrev(f))(x)
+
+
+def _split(x: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """The iterate's parameters, first moments and second moments."""
+    k = len(x) // 3
+    return x[:k], x[k:2 * k], x[2 * k:]
+
+
+def _step_function(setup: Setup):
+    """The loop's step: one Adam update of every configuration on the next mini-batch."""
+    count = {"t": 0}
+
+    def step(x, setup_, alpha, beta, beta2):
+        count["t"] += 1
+        params, m, v = _split(x)
+        params = [p.detach().requires_grad_() for p in params]
+        idx = setup_.batches.next()
+        grads = torch.autograd.grad(setup_.objective(params, beta.flatten().to(params[0].dtype), idx), params)
+        params = [p.detach() for p in params]
+        m, v = [t.clone() for t in m], [t.clone() for t in v]
+        adam_step(params, list(grads), m, v, count["t"], alpha.flatten().to(params[0].dtype))
+        return params + m + v
+    return step
+
+
+@torch.no_grad()
+def _evaluate(x, data: dict, col: dict) -> torch.Tensor:
+    """The :data:`CURVES` (8, g), float64: unregularised train and test losses and accuracies
+    (NaN for regression) on the whole sets, and the weights' l0 (|w| > 1e-4), l1 and l2 norms
+    (all weight matrices concatenated) and l* (sum of per-matrix nuclear norms)."""
+    setup: Setup = data["setup"]
+    params, _, _ = _split(x)
+    task, rows = setup.task, []
+    for X, y in ((task.X_train, task.y_train), (task.X_test, task.y_test)):
+        out = setup.outputs(params, X)
+        if setup.kind == "regression":
+            rows.append(((out - y).square().flatten(1).mean(dim=1), torch.full_like(out[:, 0, 0], math.nan)))
+        else:
+            ce = nn.functional.cross_entropy(out.flatten(0, 1), y.repeat(out.shape[0]), reduction="none")
+            rows.append((ce.view(out.shape[0], -1).mean(dim=1), (out.argmax(-1) == y).float().mean(dim=1)))
+    W = weights(dict(zip(setup.names, params)))
+    flat = torch.cat([w.flatten(1) for w in W], dim=1)
+    nuclear = sum(torch.linalg.svdvals(torch.nan_to_num(w)).sum(-1) for w in W)
+    values = [rows[0][0], rows[1][0], rows[0][1], rows[1][1], (flat.abs() > L0_THRESHOLD).sum(1),
+              flat.abs().sum(1), torch.linalg.vector_norm(flat, dim=1), nuclear]
+    return torch.stack([v.to(torch.float64) for v in values]), []
+
+
+@dataclass
+class NetTrajectory:
+    r"""Recorded training of G configurations (numpy). ``steps[j]`` counts the Adam updates done at
+    record j (0: the initialisation). Curves (G, T): ``train_loss`` and ``test_loss`` (the
+    unregularised criterion), ``train_accuracy`` and ``test_accuracy`` (NaN for regression), and the
+    weights' ``l0``, ``l1``, ``l2`` (global) and ``nuclear`` (:math:`\ell_*`) norms.
+    ``params_final`` (G, P) holds the final weights, flattened in the model's order;
+    ``diverged[g]`` says that configuration g was stopped at its first record with a non-finite
+    parameter or loss (its later records are NaN)."""
+
+    method: str
+    steps: np.ndarray
+    config: dict[str, np.ndarray]
+    train_loss: np.ndarray
+    test_loss: np.ndarray
+    train_accuracy: np.ndarray
+    test_accuracy: np.ndarray
+    l0: np.ndarray
+    l1: np.ndarray
+    l2: np.ndarray
+    nuclear: np.ndarray
+    params_final: np.ndarray
+    diverged: np.ndarray
+    stopped_at: np.ndarray
+    device: str
+    seconds: float
+    backend: str = "torch"
+
+    def __len__(self) -> int:
+        return self.params_final.shape[0]
+
+    @property
+    def alpha_beta(self) -> np.ndarray:
+        r""":math:`\alpha\beta` per configuration."""
+        return self.config["alpha"] * self.config["beta"]
+
+
+def _result(*, curves, iterates, final, traces, **fields) -> NetTrajectory:
+    return NetTrajectory(**fields, **curves, params_final=final)
+
+
+NETS = Family(penalty="beta", curves=CURVES, finite=("train_loss", "test_loss"), operands=("setup",),
+              target="target", evaluate=_evaluate, result=_result,
+              view=lambda x: torch.cat([p.flatten(1) for p in _split(x)[0]], dim=1).to(torch.float64))
+
+
+def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batch_size: int | None = None,
+          seed: int = 42, dense: int = 100, per_decade: int = 100, device="auto",
+          progress: bool | None = None) -> NetTrajectory:
+    r"""Train a copy of ``model`` per configuration of the (α, β) grid on ``task`` (a
+    :class:`grokkit.data.NetTask`) with Adam for ``steps`` updates, batched (module docstring).
+
+    ``alpha`` (learning rates, > 0) and ``beta`` (penalty coefficients, ≥ 0) are scalars or (G,)
+    grids (:func:`grokkit.kernels.grid`); ``penalty`` is one of :data:`PENALTIES` (the Sobolev ones
+    need the task's teacher Jacobians). ``batch_size`` None trains on the full batch; otherwise
+    the mini-batches follow one seeded order (``seed``) shared by every configuration. Curves are
+    recorded on :func:`grokkit.kernels.log_schedule` (``dense``, ``per_decade``); ``device``
+    ``"auto"`` trains on CUDA when there is one. Every argument is checked before any compute.
+    """
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    check_int("dense", dense, 0)
+    check_int("per_decade", per_decade, 1)
+    check_option("penalty", penalty, PENALTIES)
+    seed = check_seed("seed", seed)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module (TwoLayerMLP, MatrixProductMLP, LSTMClassifier), "
+                         f"got {type(model).__name__}")
+    kind = getattr(task, "kind", None)
+    if kind not in ("regression", "classification"):
+        raise ValueError(f"task must be a grokkit.data.NetTask, got {type(task).__name__}")
+    N = int(task.X_train.shape[0])
+    if batch_size is not None:
+        batch_size = check_int("batch_size", batch_size, 1)
+    if penalty.startswith("sobolev") and task.J_train is None:
+        raise ValueError(f"penalty {penalty!r} needs the teacher's Jacobians: task {task.name!r} has none "
+                         "(grokkit.data.teacher_student provides them)")
+    config = configurations(alpha=alpha, beta=beta)
+    config["beta2"] = np.zeros_like(config["alpha"])
+    device = resolve_device(device)
+    G = config["alpha"].size
+    params, _ = stack_module_state([model] * G)
+    names = list(params)
+    params = [params[k].detach().to(device) for k in names]
+    setup = Setup(template=copy.deepcopy(model).to("meta"), names=names, kind=kind, penalty=penalty,
+                  task=task.to(device), batches=Batches(N, batch_size, seed))
+    x0 = params + [torch.zeros_like(p) for p in params] * 2
+    method = f"{type(model).__name__}/{penalty}"
+    # work=0: one CPU thread. The operations of these small networks are too short for intra-op
+    # threads to pay, and the threads spin when the CPU is shared: two threads ran 4.5x slower than
+    # one on the 2-core development machine with another process running.
+    return run(NETS, method, _step_function(setup), {"setup": setup}, config, x0, steps,
+               work=0, dense=dense, per_decade=per_decade, stop_periodic=False, progress=progress)
