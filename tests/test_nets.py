@@ -1,0 +1,231 @@
+"""Batched network training (grokkit.kernels.nets) against one model per configuration trained
+with torch.optim.Adam, the recorded curves against direct computations, and bad input."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import grokkit as gk
+from grokkit.kernels import nets
+
+ALPHA = [1e-3, 1e-2, 3e-3]
+BETA = [1e-3, 1e-4, 1e-2]
+# The nuclear norm's gradient UV^T is ill-conditioned at a singular value near 0: there the
+# direction u_i v_i^T turns with rounding, and Adam, which normalises every coordinate, amplifies
+# the difference (beta = 1e-2 drives a singular value of the modular-addition MLP to ~2e-4 within
+# 200 steps, after which the batched and single runs part, as the matrix chapter's SVD-based
+# kernels do). The comparison holds where every singular value stays clear of 0 (checked below).
+BETA_NUCLEAR = [1e-3, 1e-4, 2e-3]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    return gk.data.teacher_student(d=8, width=20, c=2, n_train=40, n_test=60, seed=1)
+
+
+@pytest.fixture(scope="module")
+def addition():
+    return gk.data.modular_addition(7, 0.5, seed=2)
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    return gk.data.modular_addition(7, 0.5, encoding="sequence", seed=2)
+
+
+def one_at_a_time(task, model, penalty, alpha, beta, steps, batch_size, seed):
+    """The reference: a copy of ``model`` trained alone with torch.optim.Adam on the same batches."""
+    model = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=alpha)
+    batches = nets.Batches(task.X_train.shape[0], batch_size, seed)
+    for _ in range(steps):
+        idx = batches.next()
+        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
+        params = dict(model.named_parameters())
+        if penalty.startswith("sobolev"):
+            J = task.J_train if idx is None else task.J_train[idx]
+            jac = torch.func.vmap(torch.func.jacrev(lambda xi: model(xi[None])[0]))(x)
+            omega = nets.penalty(penalty, params, jac, J)
+        else:
+            omega = nets.penalty(penalty, params)
+        objective = nets.loss(task.kind, model(x), y) + beta * omega
+        opt.zero_grad()
+        objective.backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).double().numpy()
+
+
+def assert_batched_equals_single(task, model, penalty, steps, batch_size):
+    beta = BETA_NUCLEAR if penalty == "nuclear" else BETA
+    traj = nets.train(task, model, penalty, alpha=ALPHA, beta=beta, steps=steps, batch_size=batch_size, seed=3,
+                      device="cpu", progress=False)
+    assert not traj.diverged.any()
+    for g, (a, b) in enumerate(zip(ALPHA, beta)):
+        single = one_at_a_time(task, model, penalty, a, b, steps, batch_size, 3)
+        if penalty == "nuclear":
+            trained = copy.deepcopy(model)
+            torch.nn.utils.vector_to_parameters(torch.as_tensor(single, dtype=torch.float32), trained.parameters())
+            assert min(float(torch.linalg.svdvals(w.detach()).min()) for w in trained.parameters() if w.dim() == 2) > 1e-2
+        scale = np.abs(single).max()
+        # float32 rounding: the batched and single computations sum in different orders
+        np.testing.assert_allclose(traj.params_final[g], single, rtol=0, atol=2e-5 * scale)
+        assert np.abs(traj.params_final[g] - model_params(model)).max() > 1e-3 * scale  # it trained
+
+
+def model_params(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).double().numpy()
+
+
+@pytest.mark.parametrize("penalty", nets.PENALTIES)
+def test_student_mlp_batched_equals_torch_adam(teacher, penalty):
+    assert_batched_equals_single(teacher, nets.TwoLayerMLP(8, 20, 2, seed=0), penalty, steps=200, batch_size=16)
+
+
+@pytest.mark.parametrize("penalty", ["l1", "l2", "l2_squared", "nuclear"])
+def test_matrix_product_mlp_batched_equals_torch_adam(addition, penalty):
+    assert_batched_equals_single(addition, nets.MatrixProductMLP(7, 16, seed=0), penalty, steps=200, batch_size=10)
+
+
+@pytest.mark.parametrize("penalty", ["l1", "l2", "l2_squared", "nuclear"])
+def test_lstm_batched_equals_torch_adam(sequences, penalty):
+    assert_batched_equals_single(sequences, nets.LSTMClassifier(9, 7, 6, 8, seed=0), penalty, steps=150,
+                                 batch_size=None)
+
+
+def test_adam_step_is_torch_adam_with_a_rate_per_configuration():
+    g = torch.Generator().manual_seed(0)
+    p0, grads = torch.randn(3, 4, 5, generator=g), [torch.randn(3, 4, 5, generator=g) for _ in range(4)]
+    lr = torch.tensor([1e-3, 1e-1, 0.5])
+    p, m, v = p0.clone(), torch.zeros_like(p0), torch.zeros_like(p0)
+    for t, gr in enumerate(grads, 1):
+        nets.adam_step([p], [gr], [m], [v], t, lr)
+    for k in range(3):
+        q = p0[k].clone().requires_grad_()
+        opt = torch.optim.Adam([q], lr=float(lr[k]))
+        for gr in grads:
+            q.grad = gr[k].clone()
+            opt.step()
+        torch.testing.assert_close(p[k], q.detach(), rtol=0, atol=1e-6)
+
+
+def test_batches_are_seeded_epochs_of_one_permutation():
+    a, b = nets.Batches(10, 4, seed=5), nets.Batches(10, 4, seed=5)
+    first = [a.next() for _ in range(3)]
+    assert [len(i) for i in first] == [4, 4, 2]  # the last batch is shorter (drop_last=False)
+    assert sorted(torch.cat(first).tolist()) == list(range(10))  # one epoch visits every example once
+    assert all(torch.equal(x, b.next()) for x in first)  # same seed, same order
+    assert not torch.equal(torch.cat([a.next() for _ in range(3)]), torch.cat(first))  # a new epoch reshuffles
+    assert nets.Batches(10, None, 0).next() is None and nets.Batches(10, 64, 0).next() is None  # full batch
+
+
+def test_penalties_against_numpy():
+    g = torch.Generator().manual_seed(1)
+    params = {"A": torch.randn(5, 3, generator=g, dtype=torch.float64),
+              "B": torch.randn(2, 5, generator=g, dtype=torch.float64), "bias": torch.randn(5, dtype=torch.float64)}
+    W = [params["A"].numpy(), params["B"].numpy()]  # the bias is not penalised
+    expected = {"l1": sum(np.abs(w).sum() for w in W), "l2": sum(np.linalg.norm(w) for w in W),
+                "l2_squared": sum((w ** 2).sum() for w in W),
+                "nuclear": sum(np.linalg.svd(w, compute_uv=False).sum() for w in W)}
+    for name, value in expected.items():
+        assert float(nets.penalty(name, params)) == pytest.approx(value, rel=1e-12)
+    J, J_star = (torch.randn(4, 2, 3, generator=g, dtype=torch.float64) for _ in range(2))
+    d = (J - J_star).numpy()
+    assert float(nets.penalty("sobolev", params, J, J_star)) == pytest.approx(np.sqrt((d ** 2).sum()), rel=1e-12)
+    assert float(nets.penalty("sobolev_squared", params, J, J_star)) == pytest.approx((d ** 2).sum() / 4, rel=1e-12)
+
+
+def test_curves_are_the_unregularised_losses_and_the_norms(addition):
+    model = nets.MatrixProductMLP(7, 16, seed=4)
+    traj = nets.train(addition, model, "l1", alpha=[1e-2, 1e-3], beta=[1e-4, 1e-3], steps=50, device="cpu",
+                      progress=False)
+    assert traj.steps[0] == 0 and traj.steps[-1] == 50 and traj.train_loss.shape == (2, traj.steps.size)
+    for g in range(2):
+        trained = copy.deepcopy(model)
+        torch.nn.utils.vector_to_parameters(torch.as_tensor(traj.params_final[g], dtype=torch.float32),
+                                            trained.parameters())
+        with torch.no_grad():
+            for X, y, loss_curve, acc in ((addition.X_train, addition.y_train, traj.train_loss, traj.train_accuracy),
+                                          (addition.X_test, addition.y_test, traj.test_loss, traj.test_accuracy)):
+                out = trained(X)
+                assert loss_curve[g, -1] == pytest.approx(float(torch.nn.functional.cross_entropy(out, y)), rel=1e-5)
+                assert acc[g, -1] == pytest.approx(float((out.argmax(1) == y).float().mean()), abs=1e-7)
+        W = [p.detach().numpy().ravel() for p in trained.parameters() if p.dim() == 2]
+        flat = np.concatenate(W)
+        assert traj.l0[g, -1] == (np.abs(flat) > 1e-4).sum()
+        assert traj.l1[g, -1] == pytest.approx(np.abs(flat).sum(), rel=1e-5)
+        assert traj.l2[g, -1] == pytest.approx(np.linalg.norm(flat), rel=1e-5)
+        nuclear = sum(np.linalg.svd(p.detach().numpy(), compute_uv=False).sum()
+                      for p in trained.parameters() if p.dim() == 2)
+        assert traj.nuclear[g, -1] == pytest.approx(nuclear, rel=1e-5)
+    # at step 0 every configuration is the same model
+    assert np.all(traj.train_loss[:, 0] == traj.train_loss[0, 0])
+    np.testing.assert_allclose(traj.alpha_beta, [1e-6, 1e-6], rtol=1e-15)
+
+
+def test_regression_records_no_accuracy(teacher):
+    traj = nets.train(teacher, nets.TwoLayerMLP(8, 20, 2), "l2", alpha=1e-3, beta=0.0, steps=5, device="cpu",
+                      progress=False)
+    assert np.isnan(traj.train_accuracy).all() and np.isnan(traj.test_accuracy).all()
+    assert np.isfinite(traj.train_loss).all()
+
+
+def test_same_seed_same_numbers(teacher):
+    runs = [nets.train(teacher, nets.TwoLayerMLP(8, 20, 2, seed=7), "nuclear", alpha=1e-2, beta=1e-3, steps=30,
+                       batch_size=8, seed=1, device="cpu", progress=False) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0].params_final, runs[1].params_final)
+    np.testing.assert_array_equal(runs[0].test_loss, runs[1].test_loss)
+    other = nets.train(teacher, nets.TwoLayerMLP(8, 20, 2, seed=7), "nuclear", alpha=1e-2, beta=1e-3, steps=30,
+                       batch_size=8, seed=2, device="cpu", progress=False)
+    assert not np.array_equal(other.params_final, runs[0].params_final)  # another batch order
+
+
+def test_a_diverging_configuration_is_stopped_and_named(teacher):
+    with pytest.warns(RuntimeWarning, match=r"1 configuration\(s\) diverged .*#1 \(alpha=1e\+30"):
+        traj = nets.train(teacher, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=[1e-3, 1e30], beta=1e-3, steps=200,
+                          device="cpu", progress=False)
+    assert traj.diverged.tolist() == [False, True]
+    assert np.isfinite(traj.train_loss[0]).all() and np.isnan(traj.params_final[1]).all()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l3", alpha=1e-3, beta=1e-3, steps=10),
+     r"penalty must be one of 'l1', 'l2', 'l2_squared', 'nuclear', 'sobolev', 'sobolev_squared', got 'l3'"),
+    (lambda t: nets.train(t, "mlp", "l1", alpha=1e-3, beta=1e-3, steps=10),
+     r"model must be a torch.nn.Module .*got str"),
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=0.0, beta=1e-3, steps=10),
+     r"alpha must be in \(0.0, inf\), got 0.0"),
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=[1e-3, -1.0], beta=1e-3, steps=10),
+     r"alpha must be in \(0.0, inf\), got -1.0"),
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=-1e-3, steps=10),
+     r"beta must be in \[0.0, inf\), got -0.001"),
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=0),
+     r"steps must be an integer in \[1, "),
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10, batch_size=0),
+     r"batch_size must be an integer in \[1, inf\), got 0"),
+    (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10, device="tpu"),
+     r"device must be one of 'auto', 'cpu', 'cuda'"),
+    (lambda t: nets.train(gk.data.modular_addition(5, 0.5), nets.TwoLayerMLP(8, 20, 2), "sobolev", alpha=1e-3,
+                          beta=1e-3, steps=10),
+     r"penalty 'sobolev' needs the teacher's Jacobians"),
+    (lambda t: nets.train(object(), nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10),
+     r"task must be a grokkit.data.NetTask, got object"),
+    (lambda t: nets.TwoLayerMLP(8, 0, 2), r"width must be an integer in \[1, inf\), got 0"),
+    (lambda t: nets.MatrixProductMLP(1), r"p must be an integer in \[2, inf\), got 1"),
+    (lambda t: nets.MatrixProductMLP(7, 10), r"d must be a perfect square .*got 10"),
+    (lambda t: nets.LSTMClassifier(9, 7, hidden=0), r"hidden must be an integer in \[1, inf\), got 0"),
+])
+def test_bad_input_is_refused_before_any_compute(teacher, monkeypatch, call, message):
+    monkeypatch.setattr(nets, "run", lambda *a, **k: pytest.fail("computed before refusing"))
+    with pytest.raises(ValueError, match=message):
+        call(teacher)
