@@ -18,6 +18,7 @@ summary records them, and the page says so.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -57,16 +58,26 @@ def _token() -> str:
     return f"grokkit={source_hash()} numpy={numpy.__version__} torch={torch.__version__}"
 
 
-def _call(function: str, token: str, args: tuple, kwargs: dict) -> Any:
-    """Run the undecorated ``function`` (``module.name``); ``token`` only enters the key."""
+def _call(function: str, token: str, key: str, args: tuple, kwargs: dict) -> Any:
+    """Run the undecorated ``function`` (``module.name``); ``token`` and ``key`` only enter the
+    cache's key, ``args`` and ``kwargs`` do not (``key`` stands for them)."""
     module, name = function.rsplit(".", 1)
     return getattr(importlib.import_module(module), name).__wrapped__(*args, **kwargs)
 
 
 def _plain(value: Any) -> Any:
-    """Tensors as numpy arrays, so that the key depends on their values only."""
+    """What the key of an argument is made of, so that it depends on values only (pickles of
+    tensors and modules differ from one process to the next): tensors as numpy arrays, a torch
+    module as its class, its ``repr`` and its parameters and buffers, a dataclass as its class and
+    fields."""
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        return (type(value).__qualname__, repr(value), _plain(dict(value.state_dict())))
     if hasattr(value, "detach"):
         return value.detach().cpu().numpy()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__qualname__, {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)})
     if isinstance(value, (list, tuple)):
         return type(value)(_plain(v) for v in value)
     if isinstance(value, dict):
@@ -88,13 +99,13 @@ def cached(fn: Callable) -> Callable:
         from filelock import FileLock
 
         kwargs.pop("progress", None)
-        args, kwargs, token = _plain(args), _plain(kwargs), _token()
-        memo = joblib.Memory(folder, verbose=0).cache(_call)
-        key = joblib.hash((function, token, args, kwargs))
+        token = _token()
+        memo = joblib.Memory(folder, verbose=0).cache(_call, ignore=["args", "kwargs"])
+        key = joblib.hash((function, token, _plain(args), _plain(kwargs)))
         (folder / "locks").mkdir(parents=True, exist_ok=True)
         with FileLock(folder / "locks" / f"{key}.lock"):
-            hit = memo.check_call_in_cache(function, token, args, kwargs)
-            result = memo(function, token, args, kwargs)
+            hit = memo.check_call_in_cache(function, token, key, args, kwargs)
+            result = memo(function, token, key, args, kwargs)
         _events.append({"function": fn.__name__, "key": key, "hit": bool(hit)})
         return result
 

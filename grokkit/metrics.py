@@ -41,6 +41,24 @@ def first_step_below(steps: np.ndarray, curve: np.ndarray, threshold: float) -> 
     return np.where(hit, steps.astype(float)[below.argmax(axis=1)], np.nan)
 
 
+def first_step_above(steps: np.ndarray, curve: np.ndarray, threshold: float) -> np.ndarray:
+    """First recorded step at which ``curve >= threshold``, per row of ``curve`` (G, T); NaN if
+    never: an accuracy reaching a level (the networks' memorization and generalization steps)."""
+    threshold = check_range("threshold", threshold, -math.inf, math.inf, closed="neither")
+    steps, curve = _records(steps, curve)
+    return first_step_below(steps, -curve, -threshold)
+
+
+def minimum_step(steps: np.ndarray, curve: np.ndarray) -> np.ndarray:
+    """First recorded step at which ``curve`` equals its minimum over the run, per row of
+    ``curve`` (G, T): the authors' :math:`t_2` for networks (the first evaluation where the test
+    loss or error reaches its minimum). NaN for a row with a non-finite value."""
+    steps, curve = _records(steps, curve)
+    finite = np.isfinite(curve).all(axis=1)
+    first = np.argmin(np.where(finite[:, None], curve, 0.0), axis=1)
+    return np.where(finite, steps.astype(float)[first], np.nan)
+
+
 def stays_below_step(steps: np.ndarray, curve: np.ndarray, threshold: float) -> np.ndarray:
     """First recorded step from which ``curve <= threshold`` at every later record, per row of
     ``curve`` (G, T): the measured counterpart of a bound that holds "for all t >= t1" (Theorem

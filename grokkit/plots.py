@@ -302,11 +302,15 @@ def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0, ratio:
 
 
 def error_grid(traj, color, color_label: str, panel=None, panel_label: str | None = None, t2=None,
-               ncols: int = 3):
-    r"""Error curves of many configurations (Figures 42 and 45): one panel per value of
-    ``panel`` (G,) (titled ``panel_label`` = value), one colour per value of ``color`` (G,)
-    on a colour bar labelled ``color_label`` (log scale when the values span more than a
-    decade), relative training error solid and recovery error dashed, log-log; dotted
+               ncols: int = 3, curves: tuple[str, str] = ("train_error", "test_error"),
+               labels: tuple[str, str] = ("train", "recovery"), ylabel: str = "relative error",
+               yscale: str = "log"):
+    r"""Train and test curves of many configurations (Figures 3, 42, 45, 47–57): one panel per
+    value of ``panel`` (G,) (titled ``panel_label`` = value), one colour per value of ``color``
+    (G,) on a colour bar labelled ``color_label`` (log scale when the values span more than a
+    decade), the first of ``curves`` solid and the second dashed (by default the relative
+    training and recovery errors; ``train_loss``/``test_loss`` or ``train_accuracy``/
+    ``test_accuracy`` for networks), log step axis, ``yscale`` "log" or "linear"; dotted
     vertical lines at ``t2`` (G,) where given."""
     from matplotlib.colors import LogNorm, Normalize
     from matplotlib.lines import Line2D
@@ -326,8 +330,10 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     for ax, value in zip(axes.flat, values):
         for g in np.flatnonzero(panel == value):
             c = cmap(norm(color[g]))
-            ax.loglog(t, traj.train_error[g][keep], color=c, lw=1)
-            ax.loglog(t, traj.test_error[g][keep], color=c, lw=1, ls="--")
+            ax.plot(t, getattr(traj, curves[0])[g][keep], color=c, lw=1)
+            ax.plot(t, getattr(traj, curves[1])[g][keep], color=c, lw=1, ls="--")
+            ax.set_xscale("log")
+            ax.set_yscale(yscale)
             if t2 is not None and np.isfinite(t2[g]):
                 ax.axvline(t2[g], color=c, ls=":", lw=0.8)
         if panel_label is not None:
@@ -337,9 +343,9 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     for ax in axes[-1]:
         ax.set_xlabel("$t$")
     for ax in axes[:, 0]:
-        ax.set_ylabel("relative error")
+        ax.set_ylabel(ylabel)
     fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes, label=color_label, aspect=30, fraction=0.04)
-    styles = [Line2D([], [], color="0.3", label="train"), Line2D([], [], color="0.3", ls="--", label="recovery")]
+    styles = [Line2D([], [], color="0.3", label=labels[0]), Line2D([], [], color="0.3", ls="--", label=labels[1])]
     if t2 is not None:
         styles.append(Line2D([], [], color="0.3", ls=":", label="$t_2$"))
     fig.legend(handles=styles, loc="outside lower center", ncols=len(styles))

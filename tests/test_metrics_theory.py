@@ -240,3 +240,13 @@ def test_rank_trend_validates():
         metrics.rank_trend([1.0, 2.0], [[1.0, 2.0, 3.0]])
     with pytest.raises(ValueError, match="rows"):
         metrics.rank_trend([1.0, 2.0], [[1.0, np.nan]])
+
+
+def test_first_step_above_and_minimum_step():
+    steps = np.array([0, 1, 2, 5, 10])
+    acc = np.array([[0.1, 0.5, 0.95, 1.0, 1.0], [0.1, 0.2, 0.3, 0.4, 0.5]])
+    np.testing.assert_array_equal(gk.metrics.first_step_above(steps, acc, 0.9), [2.0, np.nan])
+    loss = np.array([[3.0, 1.0, 0.5, 0.5, 0.7], [1.0, np.nan, 0.1, 0.1, 0.1]])
+    np.testing.assert_array_equal(gk.metrics.minimum_step(steps, loss), [2.0, np.nan])
+    with pytest.raises(ValueError, match=r"threshold must be"):
+        gk.metrics.first_step_above(steps, acc, np.nan)

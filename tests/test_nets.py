@@ -229,3 +229,12 @@ def test_bad_input_is_refused_before_any_compute(teacher, monkeypatch, call, mes
     monkeypatch.setattr(nets, "run", lambda *a, **k: pytest.fail("computed before refusing"))
     with pytest.raises(ValueError, match=message):
         call(teacher)
+
+
+def test_a_training_is_cached_under_its_values(tmp_path, monkeypatch, addition):
+    monkeypatch.setenv(gk.cache.ENV, str(tmp_path))
+    calls = [nets.train(addition, nets.MatrixProductMLP(7, 16, seed=s), "l2", alpha=1e-2, beta=1e-3, steps=5,
+                        device="cpu", progress=False) for s in (0, 0, 1)]
+    hits = [e["hit"] for e in gk.cache.events()[-3:]]
+    assert hits == [False, True, False]  # a model rebuilt with the same seed is the same key; another seed is not
+    np.testing.assert_array_equal(calls[0].params_final, calls[1].params_final)

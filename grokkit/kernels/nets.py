@@ -45,6 +45,7 @@ from torch import nn
 from torch.func import functional_call, jacrev, stack_module_state, vmap
 
 from grokkit._checks import check_int, check_option, check_seed
+from grokkit.cache import cached
 from grokkit.kernels.run import MAX_STEPS, Family, configurations, resolve_device, run
 
 PENALTIES = ("l1", "l2", "l2_squared", "nuclear", "sobolev", "sobolev_squared")
@@ -353,6 +354,7 @@ NETS = Family(penalty="beta", curves=CURVES, finite=("train_loss", "test_loss"),
               view=lambda x: torch.cat([p.flatten(1) for p in _split(x)[0]], dim=1).to(torch.float64))
 
 
+@cached
 def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batch_size: int | None = None,
           seed: int = 42, dense: int = 100, per_decade: int = 100, device="auto",
           progress: bool | None = None) -> NetTrajectory:
@@ -365,6 +367,7 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
     the mini-batches follow one seeded order (``seed``) shared by every configuration. Curves are
     recorded on :func:`grokkit.kernels.log_schedule` (``dense``, ``per_decade``); ``device``
     ``"auto"`` trains on CUDA when there is one. Every argument is checked before any compute.
+    The result is cached (:mod:`grokkit.cache`): pages that share a run train it once.
     """
     steps = check_int("steps", steps, 1, MAX_STEPS)
     check_int("dense", dense, 0)
