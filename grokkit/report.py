@@ -48,14 +48,18 @@ def _device(name: str, value: Any) -> None:
 # (a grid) must be non-empty, each element in range. Whether a CUDA device exists is the
 # kernels' check, on the machine that runs them.
 PARAMETER_CHECKS = {
-    **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps", "trials"), _count),
+    **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps", "trials", "d", "c", "width", "hidden",
+                     "embedding", "n_train", "n_test"), _count),
+    "p": lambda name, value: check_int(name, value, 2),  # the modulus of x1 + x2 mod p
+    "train_fraction": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
+    "batch_size": lambda name, value: value is None or _count(name, value),
     "draws": lambda name, value: check_int(name, value, 2),  # a Monte-Carlo sample: 2 or more
     "seed": check_seed,
     "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
     "alpha": _positive,
     "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
-    **dict.fromkeys(("beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay"), _nonnegative),
+    **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "snr": lambda name, value: value is None or _positive(name, value),
     "variance": lambda name, value: check_option(name, value, ("1/n", "1/N")),
