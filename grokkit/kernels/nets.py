@@ -196,7 +196,7 @@ def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor], m: list[tor
         mk.lerp_(g, 1 - b1)
         vk.mul_(b2).addcmul_(g, g, value=1 - b2)
         step = (lr / bc1).reshape((-1,) + (1,) * (p.dim() - 1))
-        p.sub_(step * mk / (vk.sqrt() / bc2_sqrt).add_(ADAM_EPS))
+        p.addcdiv_(mk * step, vk.sqrt().div_(bc2_sqrt).add_(ADAM_EPS), value=-1.0)
 
 
 class Batches:
@@ -279,7 +279,7 @@ def _step_function(setup: Setup):
         idx = setup_.batches.next()
         grads = torch.autograd.grad(setup_.objective(params, beta.flatten().to(params[0].dtype), idx), params)
         params = [p.detach() for p in params]
-        m, v = [t.clone() for t in m], [t.clone() for t in v]
+        # in place: the loop keeps no earlier iterate of a run without cycle detection (stop_periodic=False)
         adam_step(params, list(grads), m, v, count["t"], alpha.flatten().to(params[0].dtype))
         return params + m + v
     return step
@@ -395,7 +395,7 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
     params = [params[k].detach().to(device) for k in names]
     setup = Setup(template=copy.deepcopy(model).to("meta"), names=names, kind=kind, penalty=penalty,
                   task=task.to(device), batches=Batches(N, batch_size, seed))
-    x0 = params + [torch.zeros_like(p) for p in params] * 2
+    x0 = params + [torch.zeros_like(p) for p in params] + [torch.zeros_like(p) for p in params]
     method = f"{type(model).__name__}/{penalty}"
     # work=0: one CPU thread. The operations of these small networks are too short for intra-op
     # threads to pay, and the threads spin when the CPU is shared: two threads ran 4.5x slower than
