@@ -3,16 +3,16 @@
 #
 #     OUT=/some/folder bash benchmarks/gpu_check.sh        # OUT defaults to ./gpu_check_out
 #
-# writes into $OUT:
-#   env.txt            nvidia-smi, python/torch/numpy versions, CUDA devices, cc, the fused CPU path
-#   gpu_tests.txt      tests/test_gpu.py (-m gpu: CUDA against the CPU), then the kernel test files
-#                      tests/test_kernels.py tests/test_matrix_kernels.py tests/test_deep.py (on the CPU,
-#                      with this CUDA build of torch; the cvxpy tests deselected where cvxpy is missing)
-#   bench_matrix.md    benchmarks/bench_matrix.py --device cuda
-#   bench_sparse.md    benchmarks/bench_sparse.py --device cuda
-#   status.txt         each part's exit status (124: its timeout) and seconds
-# Installs nothing. Every part has a timeout and the next part runs whatever the previous one
-# did; the timeouts (with their 5 s kill grace) add up to under 6 minutes.
+# writes into $OUT (at most 8 files: the device tool brings back no more):
+#   status.txt         the environment (nvidia-smi, python/torch/numpy, CUDA devices, cc, the fused
+#                      CPU path), then each part's exit status (124: its timeout) and seconds
+#   gpu_tests.txt      tests/test_gpu.py (-m gpu: every kernel family on CUDA against the CPU), and
+#                      last, if time is left, the kernel test files on the CPU with this CUDA build of
+#                      torch (the cvxpy tests deselected where cvxpy is missing)
+#   bench.md           benchmarks/bench_matrix.py, bench_nets.py and bench_sparse.py with --device cuda
+#   paper_nets.txt     the paper presets of the pages named by $PAGES (benchmarks/run_page.py, at most
+#                      $PAGE_LIMIT seconds each), and one JSON summary each: <stem>.paper.json
+# Installs nothing. Every part has a timeout and the next part runs whatever the previous one did.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_check_out}
@@ -21,7 +21,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 unset GROKKIT_CACHE          # no result cache: every kernel runs
 unset GROKKIT_PROGRESS   # no progress file
 PY=${PYTHON:-python3}
-: > "$OUT/status.txt"
+: > "$OUT/status.txt"  # each part's status; the environment first
 
 part() {  # part NAME SECONDS OUTFILE COMMAND...: run with a timeout, append its output, record its status
     local name=$1 limit=$2 file=$3; shift 3
@@ -33,8 +33,8 @@ part() {  # part NAME SECONDS OUTFILE COMMAND...: run with a timeout, append its
     return 0
 }
 
-# (c) the environment (first: cheap, and it says what the rest ran on)
-part env 15 "$OUT/env.txt" bash -c "
+# (a) the environment (first: cheap, and it says what the rest ran on)
+part env 15 "$OUT/status.txt" bash -c "
 nvidia-smi || echo 'nvidia-smi failed'
 $PY - <<'EOF'
 import platform, shutil, sys
@@ -54,10 +54,22 @@ EOF
 cc --version 2>&1 | head -1 || true
 "
 
-# (a) the tests: the CUDA comparisons (all of them, -v: what passed survives a timeout), then the
-# CPU kernel tests with -x (on several cores when pytest-xdist is there)
-part "tests/test_gpu.py" 110 "$OUT/gpu_tests.txt" \
+# (b) the CUDA comparisons (all of them, -v: what passed survives a timeout)
+part "tests/test_gpu.py" 150 "$OUT/gpu_tests.txt" \
     $PY -m pytest -v -rs -m gpu -p no:cacheprovider --durations=10 tests/test_gpu.py
+# (c) the benchmarks on the GPU, the CPU side by side
+part bench_matrix 70 "$OUT/bench.md" $PY benchmarks/bench_matrix.py --device cuda
+part bench_nets 90 "$OUT/bench.md" $PY benchmarks/bench_nets.py --device cuda --steps 200 --repeats 2
+part bench_sparse 40 "$OUT/bench.md" $PY benchmarks/bench_sparse.py --device cuda
+
+# (d) paper presets of pages (PAGES: MyST paths; PAGE_LIMIT seconds each), their summaries in $OUT
+for page in ${PAGES:-}; do
+    stem=$(basename "$page" .md)
+    part "$stem (paper)" "${PAGE_LIMIT:-240}" "$OUT/paper_nets.txt" \
+        $PY benchmarks/run_page.py "$page" --preset paper --summary "$OUT/$stem.paper.json"
+done
+
+# (e) the CPU kernel tests with -x (on several cores when pytest-xdist is there)
 DESELECT=()
 if ! $PY -c "import cvxpy" 2>/dev/null; then  # grokkit.baselines needs cvxpy: three tests import it
     DESELECT=(--deselect tests/test_kernels.py::test_ista_reaches_the_lasso_solution
@@ -70,10 +82,6 @@ if $PY -c "import xdist" 2>/dev/null && [ "$CORES" -gt 1 ]; then XDIST=(-n $((CO
 part "kernel tests (CPU)" 90 "$OUT/gpu_tests.txt" \
     $PY -m pytest -x -q -p no:cacheprovider ${XDIST[@]+"${XDIST[@]}"} ${DESELECT[@]+"${DESELECT[@]}"} \
     tests/test_kernels.py tests/test_matrix_kernels.py tests/test_deep.py
-
-# (b) the benchmarks on the GPU, the CPU side by side
-part bench_matrix 70 "$OUT/bench_matrix.md" $PY benchmarks/bench_matrix.py --device cuda
-part bench_sparse 40 "$OUT/bench_sparse.md" $PY benchmarks/bench_sparse.py --device cuda
 
 echo "done: $OUT"
 ls -l "$OUT"
