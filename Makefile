@@ -15,7 +15,7 @@ help:
 	@echo "make book      run every notebook (quick preset) and build the HTML book"
 	@echo "make test      library/pipeline tests, notebook runs, nbval, book build, HTML checks,"
 	@echo "               the book in headless Chromium (if chromium and chromedriver are installed)"
-	@echo "make bench     run benchmarks/bench_sparse.py and benchmarks/bench_matrix.py"
+	@echo "make bench     run benchmarks/bench_sparse.py, bench_matrix.py and bench_nets.py"
 	@echo "make clean     remove _build, book/generated and the result cache .cache"
 	@echo "variables:     PYTHON=$(PYTHON) (Python >= 3.10 used to create $(VENV))"
 
@@ -58,6 +58,7 @@ endif
 bench: install
 	$(BIN)/python benchmarks/bench_sparse.py
 	$(BIN)/python benchmarks/bench_matrix.py
+	$(BIN)/python benchmarks/bench_nets.py
 
 clean:
 	rm -rf _build book/generated .cache

@@ -129,6 +129,12 @@ def test_batches_are_seeded_epochs_of_one_permutation():
     assert nets.Batches(10, None, 0).next() is None and nets.Batches(10, 64, 0).next() is None  # full batch
 
 
+def test_init_scale_multiplies_the_normal_initialisation():
+    plain, large = nets.TwoLayerMLP(8, 20, 2, seed=3), nets.TwoLayerMLP(8, 20, 2, init_scale=8.0, seed=3)
+    for a, b in zip(plain.parameters(), large.parameters()):
+        torch.testing.assert_close(8.0 * a, b)
+
+
 def test_penalties_against_numpy():
     g = torch.Generator().manual_seed(1)
     params = {"A": torch.randn(5, 3, generator=g, dtype=torch.float64),
@@ -221,6 +227,7 @@ def test_a_diverging_configuration_is_stopped_and_named(teacher):
     (lambda t: nets.train(object(), nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10),
      r"task must be a grokkit.data.NetTask, got object"),
     (lambda t: nets.TwoLayerMLP(8, 0, 2), r"width must be an integer in \[1, inf\), got 0"),
+    (lambda t: nets.TwoLayerMLP(8, 4, 2, init_scale=0.0), r"init_scale must be in \(0.0, inf\), got 0.0"),
     (lambda t: nets.MatrixProductMLP(1), r"p must be an integer in \[2, inf\), got 1"),
     (lambda t: nets.MatrixProductMLP(7, 10), r"d must be a perfect square .*got 10"),
     (lambda t: nets.LSTMClassifier(9, 7, hidden=0), r"hidden must be an integer in \[1, inf\), got 0"),

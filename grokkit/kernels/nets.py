@@ -44,7 +44,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev, stack_module_state, vmap
 
-from grokkit._checks import check_int, check_option, check_seed
+from grokkit._checks import check_int, check_option, check_range, check_seed
 from grokkit.cache import cached
 from grokkit.kernels.run import MAX_STEPS, Family, configurations, resolve_device, run
 
@@ -72,16 +72,21 @@ def _uniform_(tensor: torch.Tensor, bound: float, generator: torch.Generator) ->
 class TwoLayerMLP(nn.Module):
     r""":math:`y_\theta(x) = B\,\mathrm{ReLU}(Ax)`, no biases (the student of §E.1 and the MNIST
     network of §E.4), with the code's "normal" initialisation :math:`A \sim \mathcal N(0, 1/h)`,
-    :math:`B \sim \mathcal N(0, 1/c)`. Inputs (N, d) or (N, ...), flattened."""
+    :math:`B \sim \mathcal N(0, 1/c)`, both multiplied by ``init_scale`` (a large initialisation
+    makes a network memorize before it generalizes: Liu et al., Omnigrok). Inputs (N, d) or
+    (N, ...), flattened."""
 
-    def __init__(self, d_in: int, width: int, d_out: int, *, seed: int = 0):
+    def __init__(self, d_in: int, width: int, d_out: int, *, init_scale: float = 1.0, seed: int = 0):
         super().__init__()
         d_in, width, d_out = (check_int(k, v, 1) for k, v in (("d_in", d_in), ("width", width), ("d_out", d_out)))
+        init_scale = check_range("init_scale", init_scale, 0.0, closed="neither")
         gen = torch.Generator().manual_seed(check_seed("seed", seed))
         self.A = nn.Linear(d_in, width, bias=False)
         self.B = nn.Linear(width, d_out, bias=False)
-        _normal_(self.A, gen)
-        _normal_(self.B, gen)
+        for layer in (self.A, self.B):
+            _normal_(layer, gen)
+            with torch.no_grad():
+                layer.weight.mul_(init_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.B(torch.relu(self.A(x.flatten(1))))
