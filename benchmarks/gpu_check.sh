@@ -11,7 +11,8 @@
 #                      torch (the cvxpy tests deselected where cvxpy is missing)
 #   bench.md           benchmarks/bench_matrix.py, bench_nets.py and bench_sparse.py with --device cuda
 #   paper_nets.txt     the paper presets of the pages named by $PAGES (benchmarks/run_page.py, at most
-#                      $PAGE_LIMIT seconds each), and one JSON summary each: <stem>.paper.json
+#                      $PAGE_LIMIT seconds each), and one JSON summary each: <stem>.paper.json;
+#                      progress.json: how far the last page's training got
 # Installs nothing. Every part has a timeout and the next part runs whatever the previous one did.
 set -u
 cd "$(dirname "$0")/.."
@@ -63,9 +64,11 @@ part bench_nets 90 "$OUT/bench.md" $PY benchmarks/bench_nets.py --device cuda --
 part bench_sparse 40 "$OUT/bench.md" $PY benchmarks/bench_sparse.py --device cuda
 
 # (d) paper presets of pages (PAGES: MyST paths; PAGE_LIMIT seconds each), their summaries in $OUT
+# and the progress of the last one (steps done, seconds) in progress.json: a page stopped by its
+# limit still says how far it got
 for page in ${PAGES:-}; do
     stem=$(basename "$page" .md)
-    part "$stem (paper)" "${PAGE_LIMIT:-240}" "$OUT/paper_nets.txt" \
+    GROKKIT_PROGRESS="$OUT/progress.json" part "$stem (paper)" "${PAGE_LIMIT:-240}" "$OUT/paper_nets.txt" \
         $PY benchmarks/run_page.py "$page" --preset paper --summary "$OUT/$stem.paper.json"
 done
 
