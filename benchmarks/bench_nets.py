@@ -15,7 +15,8 @@ step (two evaluations, included in its time). Prints, as a Markdown table, the m
 (forward + backward ~ 3x the forward pass's multiply-adds x 2 FLOP) against the rate of a plain
 large float32 matrix product on the same device, the practical limit. On the CPU everything runs
 on one thread (the library's setting for these small networks, and the loop's here), on CUDA on
-the GPU with ``torch.cuda.synchronize`` around each timing. ``--json PATH`` writes the numbers.
+the GPU with ``torch.cuda.synchronize`` around each timing, the batched steps both replayed from
+CUDA graphs (the default there) and launched one by one. ``--json PATH`` writes the numbers.
 
     python benchmarks/bench_nets.py [--device cpu] [--steps 200] [--repeats 3] [--json out.json]
 """
@@ -125,10 +126,24 @@ def main() -> None:
         warm = dict(steps=2, dense=0, per_decade=1, device=device, progress=False)
         nets.train.__wrapped__(task, model, penalty, alpha=grid["alpha"], beta=grid["beta"], batch_size=batch_size, **warm)
         loop(task, model, penalty, {k: v[:1] for k, v in grid.items()}, batch_size, 2, device)
+        def batched_run():
+            nets.train.__wrapped__(task, model, penalty, alpha=grid["alpha"], beta=grid["beta"],
+                                   batch_size=batch_size, steps=args.steps, dense=0, per_decade=1, device=device,
+                                   progress=False)
+
+        eager = []
+        if device.type == "cuda":  # the batched steps without CUDA graphs, for comparison
+            nets.CUDA_GRAPHS, graphs = False, nets.CUDA_GRAPHS
+            eager = [timed(batched_run, device) for _ in range(args.repeats)]
+            nets.CUDA_GRAPHS = graphs
+        if device.type == "cuda" and nets.CUDA_GRAPHS and penalty in nets.GRAPH_PENALTIES:
+            try:
+                batched_run()  # the first run captures the graphs
+            except RuntimeError as err:  # report it, and time the batched steps without graphs
+                print(f"CUDA graphs failed ({type(err).__name__}: {err}); timing without them")
+                nets.CUDA_GRAPHS = False
         for _ in range(args.repeats):
-            batched.append(timed(lambda: nets.train.__wrapped__(
-                task, model, penalty, alpha=grid["alpha"], beta=grid["beta"], batch_size=batch_size, steps=args.steps,
-                dense=0, per_decade=1, device=device, progress=False), device))
+            batched.append(timed(batched_run, device))
             looped.append(timed(lambda: loop(task, model, penalty, grid, batch_size, args.steps, device), device))
         tb, tl = statistics.median(batched), statistics.median(looped)
         row = {"case": title, "G": int(G), "steps": args.steps, "batched_s": tb, "loop_s": tl,
@@ -136,10 +151,16 @@ def main() -> None:
                "ratio": tl / tb, "ratio_range": [min(l / b for l, b in zip(looped, batched)),
                                                  max(l / b for l, b in zip(looped, batched))],
                "batched_gflops": flops / tb / 1e9, "loop_gflops": flops / tl / 1e9, "matmul_gflops": peak / 1e9}
+        if eager:
+            row["eager_config_steps_per_s"] = G * args.steps / statistics.median(eager)
+            row["eager_ratio"] = tl / statistics.median(eager)
         rows.append(row)
         print(f"| {title} | {G} | {row['batched_config_steps_per_s']:.0f} | {row['loop_config_steps_per_s']:.0f} | "
               f"{row['ratio']:.2f}x ({row['ratio_range'][0]:.2f}–{row['ratio_range'][1]:.2f}) | "
               f"{row['batched_gflops']:.2f} ({100 * flops / tb / peak:.0f} %) | {row['loop_gflops']:.2f} |")
+        if eager:
+            print(f"| · the same, batched without CUDA graphs | {G} | {row['eager_config_steps_per_s']:.0f} | | "
+                  f"{row['eager_ratio']:.2f}x | | |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump({"device": str(device), "name": name, "torch": torch.__version__, "rows": rows}, fh, indent=1)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,7 +197,13 @@ def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor], m: list[tor
     parameters, in place, with one learning rate per configuration: ``lr`` (G,). ``t`` counts the
     updates, this one included (the bias corrections :math:`1-\beta_1^t`, :math:`1-\beta_2^t`)."""
     b1, b2 = ADAM_BETAS
-    bc1, bc2_sqrt = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
+    _adam(params, grads, m, v, 1 - b1 ** t, math.sqrt(1 - b2 ** t), lr)
+
+
+def _adam(params, grads, m, v, bc1, bc2_sqrt, lr) -> None:
+    """:func:`adam_step` with its bias corrections given, as numbers or as 0-d tensors (the
+    CUDA graph of :class:`_Graphs` reads them from the device)."""
+    b1, b2 = ADAM_BETAS
     for p, g, mk, vk in zip(params, grads, m, v):
         mk.lerp_(g, 1 - b1)
         vk.mul_(b2).addcmul_(g, g, value=1 - b2)
@@ -273,19 +280,85 @@ def _split(x: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor
     return x[:k], x[k:2 * k], x[2 * k:]
 
 
+def _update(setup: Setup, params, m, v, lr, beta, idx, bc1, bc2_sqrt) -> None:
+    """One Adam update of every configuration on the batch ``idx``, in place."""
+    leaves = [p.detach().requires_grad_() for p in params]
+    grads = torch.autograd.grad(setup.objective(leaves, beta, idx), leaves)
+    with torch.no_grad():
+        _adam(params, grads, m, v, bc1, bc2_sqrt, lr)
+
+
+# On CUDA, replay each step from a CUDA graph where the penalty allows it; GROKKIT_CUDA_GRAPHS=0
+# launches the steps one by one instead.
+CUDA_GRAPHS = os.environ.get("GROKKIT_CUDA_GRAPHS", "1") != "0"
+GRAPH_PENALTIES = ("l1", "l2", "l2_squared")  # the SVD (l*) and the double backward (Sobolev) run eagerly
+
+
+class _Graphs:
+    r"""The step as a CUDA graph: on a GPU these small networks are bound by the launch of many
+    small kernels, not by arithmetic, and replaying a captured graph launches them at once. One
+    graph per batch length (an epoch's last batch is shorter), captured on first use after two
+    warm-up steps whose effect is undone; the parameters, moments, learning rates, batch indices
+    and bias corrections are the graph's fixed tensors, updated in place."""
+
+    def __init__(self, setup: Setup, params, m, v, lr, beta):
+        self.setup, self.state, self.lr, self.beta = setup, (params, m, v), lr, beta
+        self.bias = torch.ones(2, dtype=params[0].dtype, device=params[0].device)
+        self.graphs: dict = {}
+
+    def matches(self, params) -> bool:
+        return params[0] is self.state[0][0]
+
+    def step(self, idx: torch.Tensor | None, bc1: float, bc2_sqrt: float) -> None:
+        key = None if idx is None else idx.numel()
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(key)
+        graph, static_idx = self.graphs[key]
+        if idx is not None:
+            static_idx.copy_(idx)
+        self.bias.copy_(torch.tensor([bc1, bc2_sqrt], dtype=self.bias.dtype))
+        graph.replay()
+
+    def _capture(self, length):
+        params, m, v = self.state
+        device = params[0].device
+        static_idx = None if length is None else torch.zeros(length, dtype=torch.long, device=device)
+        run = (self.setup, params, m, v, self.lr, self.beta, static_idx, self.bias[0], self.bias[1])
+        saved = [t.clone() for t in params + m + v]
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                _update(*run)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            _update(*run)
+        for t, value in zip(params + m + v, saved):
+            t.copy_(value)
+        return graph, static_idx
+
+
 def _step_function(setup: Setup):
-    """The loop's step: one Adam update of every configuration on the next mini-batch."""
+    """The loop's step: one Adam update of every configuration on the next mini-batch, in place
+    (the loop keeps no earlier iterate of a run without cycle detection, stop_periodic=False);
+    from a CUDA graph on a GPU (:class:`_Graphs`, :data:`CUDA_GRAPHS`)."""
     count = {"t": 0}
+    graphs: list[_Graphs] = []
 
     def step(x, setup_, alpha, beta, beta2):
         count["t"] += 1
+        b1, b2 = ADAM_BETAS
+        bc1, bc2_sqrt = 1 - b1 ** count["t"], math.sqrt(1 - b2 ** count["t"])
         params, m, v = _split(x)
-        params = [p.detach().requires_grad_() for p in params]
         idx = setup_.batches.next()
-        grads = torch.autograd.grad(setup_.objective(params, beta.flatten().to(params[0].dtype), idx), params)
-        params = [p.detach() for p in params]
-        # in place: the loop keeps no earlier iterate of a run without cycle detection (stop_periodic=False)
-        adam_step(params, list(grads), m, v, count["t"], alpha.flatten().to(params[0].dtype))
+        lr, beta = alpha.flatten().to(params[0].dtype), beta.flatten().to(params[0].dtype)
+        if params[0].device.type == "cuda" and CUDA_GRAPHS and setup_.penalty in GRAPH_PENALTIES:
+            if not graphs or not graphs[0].matches(params):  # a new run, or configurations stopped
+                graphs[:] = [_Graphs(setup_, params, m, v, lr, beta)]
+            graphs[0].step(idx, bc1, bc2_sqrt)
+        else:
+            _update(setup_, params, m, v, lr, beta, idx, bc1, bc2_sqrt)
         return params + m + v
     return step
 
