@@ -304,20 +304,23 @@ def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0, ratio:
 def error_grid(traj, color, color_label: str, panel=None, panel_label: str | None = None, t2=None,
                ncols: int = 3, curves: tuple[str, str] = ("train_error", "test_error"),
                labels: tuple[str, str] = ("train", "recovery"), ylabel: str = "relative error",
-               yscale: str = "log"):
+               yscale: str = "log", rows=None, ylim: tuple[float, float] | None = None):
     r"""Train and test curves of many configurations (Figures 3, 42, 45, 47–57): one panel per
     value of ``panel`` (G,) (titled ``panel_label`` = value), one colour per value of ``color``
     (G,) on a colour bar labelled ``color_label`` (log scale when the values span more than a
     decade), the first of ``curves`` solid and the second dashed (by default the relative
     training and recovery errors; ``train_loss``/``test_loss`` or ``train_accuracy``/
-    ``test_accuracy`` for networks), log step axis, ``yscale`` "log" or "linear"; dotted
-    vertical lines at ``t2`` (G,) where given."""
+    ``test_accuracy`` for networks), log step axis, ``yscale`` "log" or "linear" and ``ylim``;
+    dotted vertical lines at ``t2`` (G,) where given. ``rows`` (a boolean mask or indices of
+    the G configurations) draws only those, ``color``, ``panel`` and ``t2`` staying (G,)."""
     from matplotlib.colors import LogNorm, Normalize
     from matplotlib.lines import Line2D
 
     color = np.asarray(color, dtype=float)
     panel = np.zeros(len(color)) if panel is None else np.asarray(panel, dtype=float)
-    values = np.unique(panel)
+    drawn = np.zeros(len(color), dtype=bool)
+    drawn[np.arange(len(color)) if rows is None else np.asarray(rows)] = True
+    values = np.unique(panel[drawn])
     rows = -(-len(values) // ncols) if len(values) > 1 else 1
     cols = min(len(values), ncols)
     fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 0.7 * WIDTH if rows == 1 else 2.3 * rows + 0.8),
@@ -328,7 +331,7 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     cmap = plt.cm.viridis
     t, keep = _logged(traj)
     for ax, value in zip(axes.flat, values):
-        for g in np.flatnonzero(panel == value):
+        for g in np.flatnonzero((panel == value) & drawn):
             c = cmap(norm(color[g]))
             ax.plot(t, getattr(traj, curves[0])[g][keep], color=c, lw=1)
             ax.plot(t, getattr(traj, curves[1])[g][keep], color=c, lw=1, ls="--")
@@ -338,6 +341,8 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
                 ax.axvline(t2[g], color=c, ls=":", lw=0.8)
         if panel_label is not None:
             ax.set_title(f"{panel_label} = {value:g}")
+        if ylim is not None:
+            ax.set_ylim(*ylim)
     for ax in axes.flat[len(values):]:
         ax.set_visible(False)
     for ax in axes[-1]:

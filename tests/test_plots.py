@@ -10,6 +10,7 @@ import base64
 import importlib
 import io
 import itertools
+import types
 from types import SimpleNamespace
 
 import matplotlib
@@ -277,3 +278,14 @@ def test_savefig_writes_2x():
     figure.savefig(buffer, format="png")
     plt.close(figure)
     assert Image.open(buffer).width >= 2 * figure.get_figwidth() * figure.dpi
+
+
+def test_error_grid_draws_the_rows_asked_for_with_their_limits():
+    steps = np.array([0, 1, 10, 100])
+    traj = types.SimpleNamespace(steps=steps, train_loss=np.full((4, 4), 0.5), test_loss=np.full((4, 4), 0.7))
+    fig = plots.error_grid(traj, [1e-3, 1e-2, 1e-3, 1e-2], "b", panel=[1.0, 1.0, 2.0, 3.0], panel_label="a",
+                              rows=[True, True, False, True], curves=("train_loss", "test_loss"),
+                              labels=("train", "test"), ylabel="MSE", yscale="linear", ylim=(0, 1))
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["a = 1", "a = 3"]  # panel 2 held only an undrawn row
+    assert [len(ax.lines) for ax in panels] == [4, 2] and panels[0].get_ylim() == (0, 1)
