@@ -245,3 +245,16 @@ def test_a_training_is_cached_under_its_values(tmp_path, monkeypatch, addition):
     hits = [e["hit"] for e in gk.cache.events()[-3:]]
     assert hits == [False, True, False]  # a model rebuilt with the same seed is the same key; another seed is not
     np.testing.assert_array_equal(calls[0].params_final, calls[1].params_final)
+
+
+def test_lstm_classifier_is_torch_lstm_with_a_linear_readout():
+    model = nets.LSTMClassifier(9, 7, embedding=6, hidden=8, seed=0)
+    tokens = torch.randint(0, 9, (5, 4), generator=torch.Generator().manual_seed(1))
+    reference = torch.nn.LSTM(6, 8, batch_first=True)  # gate order i, f, g, o
+    with torch.no_grad():
+        reference.weight_ih_l0.copy_(model.W_ih)
+        reference.weight_hh_l0.copy_(model.W_hh)
+        reference.bias_ih_l0.copy_(model.bias)
+        reference.bias_hh_l0.zero_()
+        _, (h, _) = reference(model.embed[tokens])
+        torch.testing.assert_close(model(tokens), model.readout(h[0]), rtol=1e-5, atol=1e-6)

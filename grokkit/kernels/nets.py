@@ -147,12 +147,15 @@ class LSTMClassifier(nn.Module):
         _uniform_(self.readout.weight, bound, gen)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed[tokens]  # (N, T, e)
-        h = c = x.new_zeros(x.shape[0], self.W_hh.shape[1])
-        for t in range(x.shape[1]):
-            i, f, g, o = (x[:, t] @ self.W_ih.T + h @ self.W_hh.T + self.bias).chunk(4, dim=-1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
+        H = self.W_hh.shape[1]
+        inputs = self.embed[tokens] @ self.W_ih.T + self.bias  # (N, T, 4H): every step's input term at once
+        h = c = None
+        for t in range(inputs.shape[1]):
+            gates = inputs[:, t] if h is None else inputs[:, t] + h @ self.W_hh.T  # h = c = 0 at the start
+            gate = torch.sigmoid(gates)  # i, f, o (the g block is unused)
+            g = torch.tanh(gates[:, 2 * H:3 * H])
+            c = gate[:, :H] * g if c is None else gate[:, H:2 * H] * c + gate[:, :H] * g
+            h = gate[:, 3 * H:] * torch.tanh(c)
         return self.readout(h)
 
 
