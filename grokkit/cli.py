@@ -240,13 +240,17 @@ def run(args: argparse.Namespace) -> int:
     runner = Runner(root, out, args.preset, overrides, timeout=args.timeout, workers=workers, force=args.force,
                     cache_dir=cache_dir, progress_every=args.progress_every, scheduler=args.scheduler)
     start = time.perf_counter()
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C and SIGTERM interrupt the run, even where SIGINT came ignored from the parent (a
+    # process started with SIGINT ignored gets no KeyboardInterrupt from Python); the handlers in
+    # place before are restored after it, also the SIGINT that the clean-up ignores.
+    previous = signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         outcomes, interrupted = runner.run(notebooks)
-    except _Terminated as err:  # before the runner took over
+    except KeyboardInterrupt as err:  # before the runner took over
         outcomes, interrupted = [], err
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
     by = {status: [o.notebook.stem for o in outcomes if o.status == status]
           for status in ("ran", "skipped", "failed", "interrupted")}
     if interrupted:
