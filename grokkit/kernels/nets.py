@@ -203,15 +203,26 @@ def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor], m: list[tor
     _adam(params, grads, m, v, 1 - b1 ** t, math.sqrt(1 - b2 ** t), lr)
 
 
+ADAM_CHUNK = 2**18  # on the CPU, about this many parameters at a time (1 MB a tensor)
+
+
 def _adam(params, grads, m, v, bc1, bc2_sqrt, lr) -> None:
     """:func:`adam_step` with its bias corrections given, as numbers or as 0-d tensors (the
-    CUDA graph of :class:`_Graphs` reads them from the device)."""
+    CUDA graph of :class:`_Graphs` reads them from the device). On the CPU the configurations
+    are updated a few at a time, :data:`ADAM_CHUNK` parameters, so that Adam's passes over them
+    stay in the cache: about 2x faster for 18 teacher–student students, and the same numbers (every
+    operation is elementwise)."""
     b1, b2 = ADAM_BETAS
     for p, g, mk, vk in zip(params, grads, m, v):
-        mk.lerp_(g, 1 - b1)
-        vk.mul_(b2).addcmul_(g, g, value=1 - b2)
-        step = (lr / bc1).reshape((-1,) + (1,) * (p.dim() - 1))
-        p.addcdiv_(mk * step, vk.sqrt().div_(bc2_sqrt).add_(ADAM_EPS), value=-1.0)
+        G = p.shape[0]
+        size = G if p.device.type != "cpu" else max(1, ADAM_CHUNK // max(1, p[0].numel()))
+        for a in range(0, G, size):
+            rows = slice(a, a + size)
+            p_, g_, m_, v_ = p[rows], g[rows], mk[rows], vk[rows]
+            m_.lerp_(g_, 1 - b1)
+            v_.mul_(b2).addcmul_(g_, g_, value=1 - b2)
+            step = (lr[rows] / bc1).reshape((-1,) + (1,) * (p.dim() - 1))
+            p_.addcdiv_(m_ * step, v_.sqrt().div_(bc2_sqrt).add_(ADAM_EPS), value=-1.0)
 
 
 class Batches:
