@@ -231,8 +231,6 @@ class Batches:
     shorter, as PyTorch's ``DataLoader`` with ``drop_last=False``); full batch when ``batch_size``
     is None or at least N (no shuffle)."""
 
-    batched = False  # one schedule for every configuration (grokkit.kernels.run)
-
     def __init__(self, N: int, batch_size: int | None, seed: int):
         self.N, self.size = N, N if batch_size is None else min(batch_size, N)
         self.gen = torch.Generator().manual_seed(seed)
@@ -257,7 +255,7 @@ class Setup:
     penalty: str
     task: object  # grokkit.data.NetTask on the run's device
     batches: Batches
-    batched = False
+    batched = False  # one problem for every configuration (grokkit.kernels.run)
 
     def outputs(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The outputs (G, B, ...) of every configuration on one input batch ``x``."""
