@@ -191,7 +191,8 @@ class SparseProblem:
 
 
 def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, basis: str = "identity",
-                 variance: float | str = "1/n", snr: float | None = None, seed: int = 0) -> SparseProblem:
+                 variance: float | str = "1/n", snr: float | None = None, seed: int = 0,
+                 x_seed: int | None = None) -> SparseProblem:
     r"""Draw a sparse-recovery problem (paper §2, Appendix C.5).
 
     Parameters
@@ -203,6 +204,8 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
     snr : :math:`\mathbb E\|b^*\|^2/\mathbb E\|\xi\|^2`; ``None`` is noiseless.
     seed : seeds b* and X (each its own stream, as in the authors' code) and the noise; an
         integer in [0, 2**32 - 1].
+    x_seed : seeds X and the noise in place of ``seed`` (the authors' N sweeps keep one b*, seed 1,
+        and draw X with seed 1 + i for the i-th N, Figures 8–10 and 27–29); None uses ``seed``.
 
     Every argument is checked before anything is drawn (``ValueError`` naming it).
     """
@@ -210,6 +213,7 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
     s = check_int("s", s, 1, n, high_name="n")
     N = check_int("N", N, 1)
     seed = check_seed("seed", seed)
+    x_seed = seed if x_seed is None else check_seed("x_seed", x_seed)
     tau = check_range("tau", tau, 0.0, 1.0)
     _variance(variance, n, N)
     check_option("basis", basis, BASES)
@@ -217,11 +221,39 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
         check_range("snr", snr, 0.0, closed="neither")
     phi = dictionary(n, basis, seed)
     b_star = sparse_signal(n, s, seed)
-    X_raw = measurement_matrix(N, phi, tau, variance, seed)
+    X_raw = measurement_matrix(N, phi, tau, variance, x_seed)
     X = X_raw @ phi
-    xi = noise(N, snr, s / n, seed)
+    xi = noise(N, snr, s / n, x_seed)
     return SparseProblem(X=X, y=X @ b_star + xi, b_star=b_star, xi=xi, phi=phi, X_raw=X_raw,
                          tau=tau, seed=seed)
+
+
+def stack_problems(problems) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Problems of different sizes N as one batch for the kernels: ``(X, y, b_star)`` of shapes
+    (G, N_max, n), (G, N_max) and (G, n), configuration g holding ``problems[g]`` with zero rows
+    appended to :math:`\tilde X` and zeros to :math:`y^*` (the N sweeps of Figures 8–10, 13–24 and
+    27–29 in one run).
+
+    A zero row with a zero measurement changes nothing: it adds nothing to
+    :math:`\tilde X^\top(\tilde Xb - y^*)`, to :math:`\lambda_\max`, to the residual's norm or to
+    :math:`\|y^*\|`, and the projection of the projected method (:math:`\tilde X^\dagger`) gets
+    zero columns for it; so each configuration follows its own problem's iterates.
+    """
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems must hold at least one SparseProblem, got an empty sequence")
+    bad = [type(p).__name__ for p in problems if not isinstance(p, SparseProblem)]
+    if bad:
+        raise ValueError(f"problems must be SparseProblem instances (grokkit.data.make_problem), got {bad[0]}")
+    sizes = {p.n for p in problems}
+    if len(sizes) > 1:
+        raise ValueError(f"problems must share the dimension n (the columns of X), got n in {sorted(sizes)}")
+    N_max = max(p.N for p in problems)
+    X = np.zeros((len(problems), N_max, problems[0].n))
+    y = np.zeros((len(problems), N_max))
+    for g, p in enumerate(problems):
+        X[g, :p.N], y[g, :p.N] = p.X, p.y
+    return X, y, np.stack([p.b_star for p in problems])
 
 
 # ---------------------------------------------------------------------------------------

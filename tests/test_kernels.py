@@ -530,3 +530,48 @@ def test_fused_can_be_switched_off(monkeypatch, prob):
     finally:
         monkeypatch.delenv("GROKKIT_FUSED")
         fused_mod.library.cache_clear()
+
+
+# --- problems of different sizes in one batch (the N sweeps) ----------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_stacked_problems_follow_their_own_iterates(method):
+    """grokkit.data.stack_problems pads with zero rows: each configuration of the stack gives the
+    curves and the final iterate of its problem run alone (the N sweeps of Figures 8–10, 13–24)."""
+    problems = [data.make_problem(30, 3, N, variance="1/N", seed=1, x_seed=1 + i) for i, N in enumerate((8, 14, 20))]
+    X, y, b_star = data.stack_problems(problems)
+    assert X.shape == (3, 20, 30) and not X[0, 8:].any() and not y[1, 14:].any()
+    kw = dict(alpha=0.1, beta1=1e-3, steps=300, dense=20, per_decade=10, init="random", device="cpu")
+    stacked = gk.kernels.solve(method, X, y, b_star=b_star, **kw)
+    for g, p in enumerate(problems):
+        alone = gk.kernels.solve(method, p.X, p.y, b_star=p.b_star, **kw)
+        assert_same_curves(method, stacked, g, alone, 0, f"problem {g}")
+        np.testing.assert_allclose(stacked.b_final[g], alone.b_final[0], rtol=1e-10, atol=1e-13)
+
+
+def test_make_problem_x_seed_draws_new_measurements_for_the_same_signal():
+    base = data.make_problem(30, 3, 10, seed=1)
+    other = data.make_problem(30, 3, 10, seed=1, x_seed=2)
+    np.testing.assert_array_equal(other.b_star, base.b_star)
+    np.testing.assert_array_equal(other.X, data.make_problem(30, 3, 10, seed=2).X)
+    np.testing.assert_array_equal(data.make_problem(30, 3, 10, seed=1, x_seed=1).X, base.X)
+    with pytest.raises(ValueError, match="x_seed"):
+        data.make_problem(30, 3, 10, x_seed=-1)
+
+
+def test_stack_problems_refuses_bad_input(prob):
+    with pytest.raises(ValueError, match="at least one"):
+        data.stack_problems([])
+    with pytest.raises(ValueError, match="SparseProblem"):
+        data.stack_problems([prob, "x"])
+    with pytest.raises(ValueError, match="share the dimension n"):
+        data.stack_problems([prob, data.make_problem(20, 3, 10)])
+
+
+def test_projected_method_refuses_a_rank_deficient_problem_in_a_stack():
+    p = data.make_problem(30, 3, 10, seed=0)
+    X, y, b_star = data.stack_problems([p, data.make_problem(30, 3, 12, seed=0)])
+    X[1, 1] = X[1, 0]  # two equal rows: rank 11 < N = 12
+    with pytest.raises(ValueError, match=r"rank\(X\) = N <= n.*N = 12, rank 11.*configuration 1"):
+        gk.kernels.projected_subgradient(X, y, b_star=b_star, alpha=0.1, beta1=1e-3, steps=5, device="cpu")

@@ -173,10 +173,16 @@ def _doc(method: str, rule: str) -> str:
 
 def _projector(X: torch.Tensor) -> dict[str, torch.Tensor]:
     r""":math:`P = \tilde X^\dagger` for the projected method, which needs :math:`\{\tilde Xb = y^*\}` nonempty."""
-    N, n = X.shape[-2:]
-    if N > n or torch.linalg.matrix_rank(X).min().item() < N:
+    n = X.shape[-1]
+    rows = X.ne(0).any(dim=-1).sum(dim=-1)  # the rows that measure (zero rows pad a stack of problems)
+    rank = torch.linalg.matrix_rank(X)
+    bad = torch.nonzero(rank < rows).flatten()
+    if bad.numel() or rows.max().item() > n:
+        g = bad[0].item() if bad.numel() else int(rows.argmax())
+        where = f" (configuration {g})" if X.dim() == 3 else ""
+        N, r = (rows.reshape(-1)[g].item(), rank.reshape(-1)[g].item())
         raise ValueError(f"projected_subgradient needs rank(X) = N <= n so that {{Xb = y}} is a "
-                         f"nonempty affine set, got N = {N}, n = {n}")
+                         f"nonempty affine set, got N = {N}, rank {r}, n = {n}{where}")
     return {"P": torch.linalg.pinv(X)}
 
 
