@@ -573,5 +573,5 @@ def test_projected_method_refuses_a_rank_deficient_problem_in_a_stack():
     p = data.make_problem(30, 3, 10, seed=0)
     X, y, b_star = data.stack_problems([p, data.make_problem(30, 3, 12, seed=0)])
     X[1, 1] = X[1, 0]  # two equal rows: rank 11 < N = 12
-    with pytest.raises(ValueError, match=r"rank\(X\) = N <= n.*N = 12, rank 11.*configuration 1"):
+    with pytest.raises(ValueError, match=r"rank\(X\) = N <= n.*N = 12, n = 30, rank 11.*configuration 1"):
         gk.kernels.projected_subgradient(X, y, b_star=b_star, alpha=0.1, beta1=1e-3, steps=5, device="cpu")

@@ -182,7 +182,7 @@ def _projector(X: torch.Tensor) -> dict[str, torch.Tensor]:
         where = f" (configuration {g})" if X.dim() == 3 else ""
         N, r = (rows.reshape(-1)[g].item(), rank.reshape(-1)[g].item())
         raise ValueError(f"projected_subgradient needs rank(X) = N <= n so that {{Xb = y}} is a "
-                         f"nonempty affine set, got N = {N}, rank {r}, n = {n}{where}")
+                         f"nonempty affine set, got N = {N}, n = {n}, rank {r}{where}")
     return {"P": torch.linalg.pinv(X)}
 
 
