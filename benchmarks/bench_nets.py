@@ -62,14 +62,10 @@ def loop(task, model, penalty, grid, batch_size, steps, device, seed=42):
     for alpha, beta in zip(grid["alpha"], grid["beta"]):
         m = copy.deepcopy(model).to(device)
         opt = torch.optim.Adam(m.parameters(), lr=float(alpha))
-        batches = nets.Batches(N, batch_size, seed)
+        batches = nets.Batches(N, batch_size, seed, device)  # on the device, as the batched run's
         for _ in range(steps):
             idx = batches.next()
-            if idx is None:
-                x, y = task.X_train, task.y_train
-            else:
-                idx = idx.to(device)
-                x, y = task.X_train[idx], task.y_train[idx]
+            x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
             objective = nets.loss(task.kind, m(x), y) + float(beta) * nets.penalty(penalty, dict(m.named_parameters()))
             opt.zero_grad()
             objective.backward()

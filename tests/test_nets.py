@@ -129,6 +129,14 @@ def test_batches_are_seeded_epochs_of_one_permutation():
     assert nets.Batches(10, None, 0).next() is None and nets.Batches(10, 64, 0).next() is None  # full batch
 
 
+def test_batches_drawn_epochs_ahead_keep_the_order():
+    """On a GPU the permutations of many epochs are drawn at once: the same batches, in order."""
+    one, many = nets.Batches(10, 4, seed=5, ahead=1), nets.Batches(10, 4, seed=5, ahead=7)
+    for _ in range(40):  # 13 epochs and a bit: past a refill of the queue
+        torch.testing.assert_close(many.next(), one.next(), rtol=0, atol=0)
+    assert nets.Batches(10, 4, 0, device="cuda:0").ahead == 2**16 // 10  # no GPU needed to build it
+
+
 def test_init_scale_multiplies_the_normal_initialisation():
     plain, large = nets.TwoLayerMLP(8, 20, 2, seed=3), nets.TwoLayerMLP(8, 20, 2, init_scale=8.0, seed=3)
     for a, b in zip(plain.parameters(), large.parameters()):
