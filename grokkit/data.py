@@ -256,6 +256,38 @@ def stack_problems(problems) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, y, np.stack([p.b_star for p in problems])
 
 
+def sn_problems(n: int, s, N, *, variance: float | str = "1/N", snr: float | None = None, seed: int = 1,
+                x_seed: int = 1) -> tuple[list[SparseProblem], dict[str, np.ndarray]]:
+    r"""The problems of the study over the sparsity s and the number of measurements N (Appendix
+    C.6.4, C.7 and C.8: Figures 13–24), with their labels.
+
+    One :func:`make_problem` per pair, s slowest: ``make_problem(n, s_i, N_j, seed=seed,
+    x_seed=x_seed)``, so each s has one :math:`b^*` (drawn with ``seed``) for every N, and every
+    N draws X from the same stream (``x_seed``; the authors' seed 1 for every N): the rows of a
+    smaller N are the first rows of a larger one, up to the variance's scale. Returns
+    ``(problems, labels)``, ``labels = {"s": (G,), "N": (G,)}`` integer arrays in the order of the
+    problems, G = len(s)·len(N); :func:`stack_problems` makes them one batch for the kernels.
+
+    ``s`` and ``N`` are grids (a number or a list) of distinct integers, s in [1, n], N >= 1;
+    ``variance``, ``snr``, ``seed`` and ``x_seed`` as in :func:`make_problem`; all checked first."""
+    n = check_int("n", n, 1)
+    grids = {}
+    for name, values, high in (("s", s, n), ("N", N, math.inf)):
+        values = [check_int(name, v, 1, high, high_name="n" if high == n else "")
+                  for v in np.atleast_1d(np.asarray(values, dtype=object))]
+        if len(set(values)) != len(values):
+            raise ValueError(f"{name} must be a grid of distinct integers, got {show(values)}")
+        grids[name] = values
+    seed, x_seed = check_seed("seed", seed), check_seed("x_seed", x_seed)
+    for m in grids["N"]:  # every remaining argument, before anything is drawn
+        _variance(variance, n, m)
+    if snr is not None:
+        check_range("snr", snr, 0.0, closed="neither")
+    pairs = [(a, m) for a in grids["s"] for m in grids["N"]]
+    problems = [make_problem(n, a, m, variance=variance, snr=snr, seed=seed, x_seed=x_seed) for a, m in pairs]
+    return problems, {"s": np.array([a for a, _ in pairs]), "N": np.array([m for _, m in pairs])}
+
+
 # ---------------------------------------------------------------------------------------
 # Matrix factorization (paper §2, Appendix D)
 # ---------------------------------------------------------------------------------------

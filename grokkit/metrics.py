@@ -127,6 +127,34 @@ def memorization_generalization(traj, rule: str = "threshold", train_threshold: 
     return plateau_step(traj.steps, traj.train_error), plateau_step(traj.steps, traj.test_error)
 
 
+def sweep_summary(traj, train_threshold) -> dict[str, np.ndarray]:
+    r"""What the summaries of a sweep read off each configuration of a run (Figures 14–16 and their
+    projected and ISTA twins, the authors' cells 54–58), as (G,) arrays:
+
+    * ``t1``: the first recorded step with relative training error <= ``train_threshold``, a
+      number or one per configuration (G,) (the authors' thresholds depend on s), NaN if never;
+    * ``t2``: :func:`plateau_step` of the relative recovery error (the authors' rule);
+    * ``train_error_at_t1`` (NaN where t1 is), ``min_train_error``, ``min_test_error`` (the
+      smallest recorded values: the authors' cell 57) and ``final_train_error``,
+      ``final_test_error`` (the last record).
+
+    Thresholds are finite and > 0."""
+    G = len(traj.train_error)
+    written = np.atleast_1d(np.asarray(train_threshold, dtype=object))
+    if written.ndim != 1 or written.size not in (1, G):
+        raise ValueError(f"train_threshold must be a number or one per configuration (G = {G}), "
+                         f"got shape {np.shape(train_threshold)}")
+    thresholds = np.broadcast_to([check_range("train_threshold", v, 0.0, closed="neither") for v in written], (G,))
+    t1 = np.full(G, np.nan)
+    for value in np.unique(thresholds):  # first_step_below takes one threshold
+        rows = thresholds == value
+        t1[rows] = first_step_below(traj.steps, traj.train_error[rows], value)
+    return {"t1": t1, "t2": plateau_step(traj.steps, traj.test_error),
+            "train_error_at_t1": value_at(traj.steps, traj.train_error, t1),
+            "min_train_error": traj.train_error.min(axis=1), "min_test_error": traj.test_error.min(axis=1),
+            "final_train_error": traj.train_error[:, -1], "final_test_error": traj.test_error[:, -1]}
+
+
 def value_at(steps: np.ndarray, curve: np.ndarray, at: np.ndarray) -> np.ndarray:
     """``curve[g]`` at the first recorded step at or after ``at[g]``: the record of step ``at[g]``
     when it was recorded (as the steps that :func:`first_step_below` and :func:`plateau_step`

@@ -210,18 +210,9 @@ def time_against_ab(alpha_beta, t2, t2_pred, err_t2, *, penalty: str = r"\beta_1
 MARKERS, LINESTYLES = ("o", "s", "^", "D", "v", "P"), ("-", "--", ":", "-.")
 
 
-def against(x, left: dict[str, np.ndarray], right: dict[str, np.ndarray] | None = None, *, xlabel: str,
-            left_label: str, right_label: str | None = None, logx: bool = False, logy: bool = True,
-            title: str | None = None):
-    r"""Quantities against a swept parameter ``x`` (K,) on twin y axes (Figure 46, and any
-    summary of a sweep): each entry of ``left`` (label → K values) on the left axis, labelled
-    ``left_label``; with ``right``, each of its entries on a right axis labelled
-    ``right_label``, the left series in :data:`TRAIN`'s colour and the right ones in
-    :data:`TEST`'s (the axes' labels in the same colours), told apart by marker and line style;
-    without it, one colour per series too. Log y axes when ``logy``, log x when ``logx``; a NaN
-    (an event that did not happen in the run) leaves a gap. One legend below the axes."""
-    x = np.asarray(x, dtype=float)
-    fig, ax = new_figure()
+def _against_axes(ax, x, left: dict, right: dict | None, *, left_label: str, right_label: str | None,
+                  logx: bool, logy: bool) -> list:
+    """Draw the series of :func:`against` on ``ax`` (and its twin); returns the axes drawn on."""
     axes = [(ax, left, TRAIN)]
     if right:
         axes.append((twin(ax, TEST, right_label or ""), right, TEST))
@@ -235,11 +226,54 @@ def against(x, left: dict[str, np.ndarray], right: dict[str, np.ndarray] | None 
             axis.set_yscale("log")
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
     ax.set_ylabel(left_label, color=TRAIN if right else "k")
+    return [a for a, _, _ in axes]
+
+
+def against(x, left: dict[str, np.ndarray], right: dict[str, np.ndarray] | None = None, *, xlabel: str,
+            left_label: str, right_label: str | None = None, logx: bool = False, logy: bool = True,
+            title: str | None = None):
+    r"""Quantities against a swept parameter ``x`` (K,) on twin y axes (Figure 46, and any
+    summary of a sweep): each entry of ``left`` (label → K values) on the left axis, labelled
+    ``left_label``; with ``right``, each of its entries on a right axis labelled
+    ``right_label``, the left series in :data:`TRAIN`'s colour and the right ones in
+    :data:`TEST`'s (the axes' labels in the same colours), told apart by marker and line style;
+    without it, one colour per series too. Log y axes when ``logy``, log x when ``logx``; a NaN
+    (an event that did not happen in the run) leaves a gap. One legend below the axes."""
+    x = np.asarray(x, dtype=float)
+    fig, ax = new_figure()
+    axes = _against_axes(ax, x, left, right, left_label=left_label, right_label=right_label, logx=logx, logy=logy)
+    ax.set_xlabel(xlabel)
     if title:
         ax.set_title(title)
-    legend_outside(fig, [a for a, _, _ in axes])
+    legend_outside(fig, axes)
+    return fig
+
+
+def against_grid(x, panels: dict[str, dict[str, np.ndarray]], right: dict[str, dict[str, np.ndarray]] | None = None,
+                 *, xlabel: str, left_label: str = "", right_label: str | None = None, ncols: int = 2,
+                 logx: bool = False, logy: bool = True):
+    r"""Several panels of :func:`against` sharing the swept parameter ``x`` (K,): one panel per
+    entry of ``panels`` (title → {label → K values}), with, where ``right`` has the same title,
+    those series on a right axis; ``ncols`` panels a row, and one legend below them all (the
+    panels use the same labels: a summary of a sweep per value of a second parameter, such as
+    Figures 14 and 15 per sparsity s, or one quantity per panel, one curve per s)."""
+    x = np.asarray(x, dtype=float)
+    right = right or {}
+    rows = -(-len(panels) // ncols)
+    cols = min(len(panels), ncols)
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 0.7 * WIDTH if rows == 1 else 2.3 * rows + 0.8),
+                             sharex=True, layout="constrained", squeeze=False)
+    drawn = []
+    for ax, (title, left) in zip(axes.flat, panels.items()):
+        drawn += _against_axes(ax, x, left, right.get(title), left_label=left_label if ax in axes[:, 0] else "",
+                               right_label=right_label if ax in axes[:, -1] else "", logx=logx, logy=logy)
+        ax.set_title(title)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel(xlabel)
+    legend_outside(fig, drawn)
     return fig
 
 

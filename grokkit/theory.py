@@ -106,6 +106,33 @@ def memorization_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
     return np.where(ok, t1, np.inf)
 
 
+def row_space_memorization_time(X, y, b1, alpha, beta1, beta2=0.0):
+    r"""Theorem C.8's :math:`t_1` on the row space of :math:`\tilde X` (p = 2), the form that holds when
+    N < n and :math:`\beta_2 = 0` (module docstring): :func:`memorization_time` with
+    :math:`\rho_r` (:func:`rho_range`) and :math:`d_0 = \|P_V(b^{(1)} - \hat b)\|_2` (:func:`range_distance`),
+    :math:`\hat b` the least-squares solution for ``beta2``.
+
+    ``X`` (N, n) and ``y`` (N,) are one problem, or (G, N, n) and (G, N) a stack of problems
+    (:func:`grokkit.data.stack_problems`: zero rows change neither :math:`P_V`, :math:`\rho_r` nor
+    :math:`\hat b`); ``b1`` (n,) the initial iterate (:func:`grokkit.kernels.initial_point`). Returns
+    a float, or one per problem (G,). (The authors' code, spec §5 item 5, uses the whole
+    :math:`\|b^{(1)} - \hat b\|_2`, :math:`1 - \alpha(\lambda_{\min}^+ + \beta_2)` and no :math:`\sqrt n`.)"""
+    X, y, b1 = np.asarray(X, dtype=float), np.asarray(y, dtype=float), np.asarray(b1, dtype=float)
+    if X.ndim not in (2, 3) or y.shape != X.shape[:-1] or b1.shape != X.shape[-1:]:
+        raise ValueError(f"X, y and b1 must have shapes (N, n), (N,) and (n,), or (G, N, n), (G, N) and (n,), "
+                         f"got {X.shape}, {y.shape} and {b1.shape}")
+    for name, a in (("X", X), ("y", y), ("b1", b1)):
+        check_finite(name, a)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    beta1 = check_range("beta1", beta1, 0.0, closed="left")
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    n = X.shape[-1]
+    t1 = [memorization_time(range_distance(Xg, b1, least_squares(Xg, yg, beta2)), n, alpha, beta1,
+                            rho_range(Xg, alpha, beta2))
+          for Xg, yg in zip(X.reshape(-1, *X.shape[-2:]), y.reshape(-1, y.shape[-1]))]
+    return float(t1[0]) if X.ndim == 2 else np.array(t1, dtype=float)
+
+
 def distance_bound(dist0, n: int, alpha, beta1, rho_p, t, p: float = 2):
     r"""The right-hand side of Lemma C.7 (and D.7) after ``t`` updates,
     :math:`\rho_p^t\|b^{(1)}-\hat b\|_p + \alpha\beta_1 n^{1/p}\sum_{k<t}\rho_p^k`, that is

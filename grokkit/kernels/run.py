@@ -239,7 +239,8 @@ def cpu_threads(device: torch.device, work: float):
 
 def apply(X: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     r""":math:`\tilde X b` for every row of ``b`` (G, n); X is (N, n) or (G, N, n)."""
-    return b @ X.mT if X.dim() == 2 else torch.bmm(X, b.unsqueeze(-1)).squeeze(-1)
+    # b (G, 1, n) times X^T (G, n, N): about 3 times faster on the CPU than X (G, N, n) times b (G, n, 1)
+    return b @ X.mT if X.dim() == 2 else torch.bmm(b.unsqueeze(1), X.mT).squeeze(1)
 
 
 def apply_t(X: torch.Tensor, r: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grokkit._checks import check_finite, check_int, check_option, check_seed
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed
 from grokkit.cache import cached
 from grokkit.kernels.run import (MAX_STEPS, SPARSE, Trajectory, apply, check_step_size, configurations,
                                  gradient, lambda_max, residual, resolve_device, run)
@@ -82,6 +82,22 @@ def _nonzero(name: str, t: torch.Tensor, norm: str) -> None:
                          f"got all zeros{where}")
 
 
+def _direction(n: int, init: str, seed: int) -> torch.Tensor:
+    r""":math:`\tilde b` of :math:`b^{(1)} = \zeta\tilde b`: :math:`\mathcal N(0, I_n/n)` from ``seed``, or :math:`\mathbf 1`."""
+    return (torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / n ** 0.5
+            if init == "random" else torch.ones(n, dtype=torch.float64))
+
+
+def initial_point(n: int, init_scale: float = 1e-6, init: str = "random", seed: int = 0) -> np.ndarray:
+    r"""The initial iterate :math:`b^{(1)} = \zeta\tilde b` (n,) that the kernels start from with the
+    same ``init_scale``, ``init`` and ``seed`` (see their ``init``): the :math:`b^{(1)}` of the bounds
+    of Lemma C.7 and Theorem C.8. ``n >= 1``, ``init_scale >= 0``, ``init`` and ``seed`` checked."""
+    n = check_int("n", n, 1)
+    init_scale = check_range("init_scale", init_scale, 0.0, closed="left")
+    check_option("init", init, INITS)
+    return init_scale * _direction(n, init, check_seed("seed", seed)).numpy()
+
+
 def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
     """Validate every argument and move the problem to ``device``; nothing is computed before this."""
     device = resolve_device(device)
@@ -111,9 +127,7 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
         _nonzero("b_star", b_star, "recovery")
         b_star = b_star.to(device)
     check_step_size(config, lambda_max(X))
-    z = (torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / n ** 0.5
-         if init == "random" else torch.ones(n, dtype=torch.float64))
-    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * z
+    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * _direction(n, init, seed)
     return X.to(device), y.to(device), b_star, config, b0.to(device)
 
 
