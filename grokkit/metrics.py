@@ -190,6 +190,23 @@ def best_so_far(curve: np.ndarray, largest: bool = False) -> np.ndarray:
     return (np.fmax if largest else np.fmin).accumulate(curve, axis=1)
 
 
+def sign_flips(steps: np.ndarray, b: np.ndarray) -> np.ndarray:
+    r"""The fraction of coordinates whose sign flips in one update, :math:`\#\{i: b_i^{(t+1)}b_i^{(t)} < 0\}/n`,
+    at every record of the iterates ``b`` (G, T, n) recorded at ``steps`` (T,) that follows a record of
+    the previous step (a run's :func:`~grokkit.kernels.log_schedule` records every step up to ``dense``):
+    the oscillation of Theorem C.4 and Lemma C.5, where :math:`b^{(t+1)} \approx b^{(t)} - \alpha\beta_1h(b^{(t)})`
+    overshoots 0. Shape (G, T); NaN at the first record and where the previous record is more than
+    one step earlier. A coordinate that reaches or leaves exactly 0 does not flip."""
+    steps, b = np.asarray(steps), np.asarray(b, dtype=float)
+    if b.ndim != 3 or b.shape[1] < 1 or steps.shape != b.shape[1:2]:
+        raise ValueError(f"steps and b must have shapes (T,) and (G, T, n) with T >= 1 records, "
+                         f"got {steps.shape} and {b.shape}")
+    out = np.full(b.shape[:2], np.nan)
+    consecutive = np.flatnonzero(np.diff(steps) == 1) + 1
+    out[:, consecutive] = (b[:, consecutive] * b[:, consecutive - 1] < 0).mean(axis=-1)
+    return out
+
+
 def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
     r"""Least-squares slope of :math:`\log y` against :math:`\log x` over the finite positive pairs."""
     x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()

@@ -59,6 +59,7 @@ PARAMETER_CHECKS = {
     "alpha": _positive,
     "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
+    "threshold_multiples": _positive,  # coefficients in units of a statement's threshold (Theorem C.4)
     **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "snr": lambda name, value: value is None or _positive(name, value),

@@ -82,6 +82,67 @@ def range_distance(X: np.ndarray, b: np.ndarray, b_hat: np.ndarray) -> np.ndarra
     return np.linalg.norm((np.asarray(b) - b_hat) @ range_projector(X), axis=-1)
 
 
+def _sparse_inputs(X, y, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``X`` (N, n), ``y`` (N,) and ``b`` (..., n), finite, as float arrays, with matching sizes."""
+    X, y, b = (np.asarray(v, dtype=float) for v in (X, y, b))
+    if X.ndim != 2 or y.shape != X.shape[:1] or b.ndim < 1 or b.shape[-1] != X.shape[1]:
+        raise ValueError(f"X, y and b must have shapes (N, n), (N,) and (..., n), got {X.shape}, {y.shape} "
+                         f"and {b.shape}")
+    for name, value in (("X", X), ("y", y), ("b", b)):
+        check_finite(name, value)
+    return X, y, b
+
+
+def _per_configuration(name: str, value, lead: tuple) -> np.ndarray:
+    """A coefficient >= 0 given as a scalar or one value per configuration (the leading axes ``lead``
+    of the iterates, or the first of them), shaped to broadcast against an array of shape ``lead``."""
+    v = check_grid(name, value, 0.0, closed="left")
+    if v.ndim > len(lead) or v.shape != lead[:v.ndim]:
+        raise ValueError(f"{name} must be a scalar or have the leading shape of b {lead}, got shape {v.shape}")
+    return v.reshape(v.shape + (1,) * (len(lead) - v.ndim))
+
+
+def sparse_gradient(X, y, b, beta2=0.0) -> np.ndarray:
+    r""":math:`G_{\beta_2}(b) = \nabla g_{\beta_2}(b) = \tilde X^\top(\tilde Xb - y^*) + \beta_2 b` (§C.6) for every
+    vector of ``b`` (..., n); ``beta2`` a scalar or one per configuration (the leading axis of ``b``).
+    Lemma C.5 compares its norm with :math:`\beta_1\|h(b)\|_2`; Theorem C.6 drives it to 0."""
+    X, y, b = _sparse_inputs(X, y, b)
+    beta2 = _per_configuration("beta2", beta2, b.shape[:-1])[..., None]
+    return (b @ X.T - y) @ X + beta2 * b
+
+
+def sparse_subgradient(X, y, b, beta1, beta2=0.0) -> np.ndarray:
+    r""":math:`F(b) = G_{\beta_2}(b) + \beta_1h(b)`, :math:`h = \operatorname{sign}` (sign 0 = 0): the direction of
+    the kernels' update :math:`b^{(t+1)} = b^{(t)} - \alpha_tF(b^{(t)})` (eq. 22), whose norm Theorem C.3's
+    L bounds. ``b`` (..., n); ``beta1``, ``beta2`` scalars or one per configuration."""
+    X, y, b = _sparse_inputs(X, y, b)
+    beta1 = _per_configuration("beta1", beta1, b.shape[:-1])[..., None]
+    return sparse_gradient(X, y, b, beta2) + beta1 * np.sign(b)
+
+
+def sparse_objective(X, y, b, beta1, beta2=0.0) -> np.ndarray:
+    r"""The objective of §C.6, :math:`f(b) = \tfrac12\|\tilde Xb - y^*\|_2^2 + \tfrac{\beta_2}2\|b\|_2^2 + \beta_1\|b\|_1`,
+    for every vector of ``b`` (..., n): shape ``b.shape[:-1]``. ``beta1`` and ``beta2`` (>= 0) are scalars or
+    one value per configuration (the leading axis of ``b``: a run's recorded iterates (G, T, n) with
+    ``config["beta1"]``). At the ground truth, with :math:`y^* = \tilde Xb^* + \xi`, this is Theorem C.3's
+    :math:`f^* = \beta_1\|b^*\|_1 + \tfrac{\beta_2}2\|b^*\|_2^2 + \tfrac12\|\xi\|_2^2` (the paper prints
+    :math:`\|\xi\|_2^2`, spec §5 item 14)."""
+    X, y, b = _sparse_inputs(X, y, b)
+    beta1 = _per_configuration("beta1", beta1, b.shape[:-1])
+    beta2 = _per_configuration("beta2", beta2, b.shape[:-1])
+    return 0.5 * np.sum((b @ X.T - y) ** 2, axis=-1) + 0.5 * beta2 * np.sum(b**2, axis=-1) \
+        + beta1 * np.abs(b).sum(axis=-1)
+
+
+def l1_dominance_threshold(X, beta2=0.0) -> float:
+    r"""The threshold of Theorem C.4 (Lemma C.5 with :math:`L = \lambda_\max(\tilde X^\top\tilde X) + \beta_2`, the
+    Lipschitz constant of :math:`G_{\beta_2}`): :math:`(\lambda_\max + \beta_2)/\sqrt n`, above which the paper
+    predicts that :math:`\beta_1h` dominates the updates (0.712 for the data of Figure 2)."""
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    lam = eigenvalues(X)
+    return float((lam[0] + beta2) / math.sqrt(lam.size))
+
+
 def memorization_radius(n: int, alpha, beta1, rho_p, p: float = 2):
     r"""Radius of Theorem 2.1 / C.8: :math:`\|b^{(t)} - \hat b\|_p \le 2\alpha\beta_1 n^{1/p}/(1-\rho_p)`
     for :math:`t \ge t_1` (infinite where :math:`\rho_p \ge 1`); broadcasts over arrays."""

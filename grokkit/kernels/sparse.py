@@ -98,12 +98,13 @@ def initial_point(n: int, init_scale: float = 1e-6, init: str = "random", seed: 
     return init_scale * _direction(n, init, check_seed("seed", seed)).numpy()
 
 
-def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device):
+def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, seed, device):
     """Validate every argument and move the problem to ``device``; nothing is computed before this."""
     device = resolve_device(device)
     check_option("init", init, INITS)
     seed = check_seed("seed", seed)
-    config = configurations(alpha=alpha, beta1=beta1, beta2=beta2, init_scale=init_scale)
+    config = configurations(alpha=alpha, beta1=beta1, beta2=beta2, init_scale=init_scale,
+                            **({} if alpha_decay is None else {"alpha_decay": alpha_decay}))
     G = config["alpha"].size
     if G == 1:
         G = max(_leading(X, 2), _leading(y, 1), _leading(b_star, 1) if b_star is not None else 1)
@@ -151,6 +152,12 @@ def _doc(method: str, rule: str) -> str:
         nonzero (an all-zero row is refused, its relative error would be infinite).
     init_scale : float or (G,) array
         :math:`\zeta`: :math:`b^{{(1)}} = \zeta\,\tilde b`.
+    alpha_decay : None, float or (G,) array
+        b of the decaying step :math:`\alpha_t = \alpha(1+b)/(b+t)` at update t = 1, 2, …
+        (:func:`grokkit.kernels.run.step_size`: :math:`\alpha_1 = \alpha`, square-summable but not
+        summable, Corollary C.1), in [0, inf]; None or inf is the constant step α. The stability
+        check applies to :math:`\alpha = \max_t\alpha_t`; such runs use the PyTorch steps, and the
+        trajectory's ``config`` then holds ``alpha_decay``.
     init : {{"random", "constant"}}
         :math:`\tilde b \sim \mathcal N(0, I_n/n)` drawn from ``seed`` (paper, §C.6) or
         :math:`\tilde b = \mathbf 1` (the authors' code).
@@ -202,13 +209,14 @@ def _projector(X: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def _kernel(method: str, step, rule: str, extra=None):
     """The public function of one update rule; ``extra(X)`` gives the step's additional tensors."""
-    def kernel(X, y, *, alpha, beta1, beta2=0.0, steps, b_star=None, init_scale=1e-6, init="random", seed=0,
-               record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
+    def kernel(X, y, *, alpha, beta1, beta2=0.0, steps, b_star=None, init_scale=1e-6, alpha_decay=None,
+               init="random", seed=0, record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
                progress=None) -> Trajectory:
         steps = check_int("steps", steps, 1, MAX_STEPS)
         check_int("dense", dense, 0)
         check_int("per_decade", per_decade, 1)
-        X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, init, seed, device)
+        X, y, b_star, config, b0 = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init,
+                                            seed, device)
         data = {"X": X, "y": y, "b_star": b_star, **(extra(X) if extra else {})}
         return run(SPARSE, method, step, data, config, b0, steps, work=b0.shape[0] * X.shape[-2] * X.shape[-1],
                    record=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
