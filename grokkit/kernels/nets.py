@@ -6,10 +6,11 @@ Every configuration g of a grid trains its own copy of one model on
 
 with Adam at learning rate :math:`\alpha_g` (the authors' optimiser; the paper says gradient
 descent). The copies are stacked along a leading configuration axis
-(``torch.func.stack_module_state``), the forward pass of all of them is one
-``torch.func.vmap`` of ``torch.func.functional_call``, and their gradients come from one backward
-pass of the summed losses (the configurations share no parameter, so each receives its own
-gradient). :func:`adam_step` is ``torch.optim.Adam``'s update with one learning rate per
+(``torch.func.stack_module_state``); each model's forward pass is written for parameters with or
+without that axis (its ``logits``), so the forward pass of all of them is one batched product per
+layer (``torch.func.vmap`` of ``torch.func.functional_call`` for the Sobolev penalties, which need
+every model's input Jacobian), and their gradients come from one backward pass of the summed
+losses (the configurations share no parameter, so each receives its own gradient). :func:`adam_step` is ``torch.optim.Adam``'s update with one learning rate per
 configuration. Every configuration starts from the same initialisation (the model passed in, built
 from a seed) and sees the same mini-batches in the same order, as in the authors' code (seed 42
 for the data loader), so configurations differ only by (α, β).
@@ -90,7 +91,12 @@ class TwoLayerMLP(nn.Module):
                 layer.weight.mul_(init_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.B(torch.relu(self.A(x.flatten(1))))
+        return self.logits(dict(self.named_parameters()), x)
+
+    @staticmethod
+    def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The outputs (N, c), or (G, N, c) for parameters stacked along a leading axis G."""
+        return torch.relu(x.flatten(1) @ params["A.weight"].mT) @ params["B.weight"].mT
 
 
 class MatrixProductMLP(nn.Module):
@@ -117,10 +123,16 @@ class MatrixProductMLP(nn.Module):
         _normal_(self.W2, gen)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k = self.k
-        e1 = self.E1(x[:, 0]).unflatten(-1, (k, k))
-        e2 = self.E2(x[:, 1]).unflatten(-1, (k, k))
-        return self.W2(torch.relu(self.W1((e1 @ e2).flatten(1))))
+        return self.logits(dict(self.named_parameters()), x)
+
+    @staticmethod
+    def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The logits (N, p), or (G, N, p) for parameters stacked along a leading axis G."""
+        E1, E2, W1, W2 = (params[k] for k in ("E1.weight", "E2.weight", "W1.weight", "W2.weight"))
+        k = math.isqrt(E1.shape[-2])
+        e1 = (x[:, 0] @ E1.mT).unflatten(-1, (k, k))
+        e2 = (x[:, 1] @ E2.mT).unflatten(-1, (k, k))
+        return torch.relu((e1 @ e2).flatten(-2) @ W1.mT) @ W2.mT
 
 
 class LSTMClassifier(nn.Module):
@@ -129,7 +141,7 @@ class LSTMClassifier(nn.Module):
     PyTorch's default), one LSTM layer of ``hidden`` units (PyTorch's gate order i, f, g, o and its
     default :math:`\mathcal U(-1/\sqrt H, 1/\sqrt H)` initialisation, with biases), and a linear
     read-out of the last hidden state to ``n_classes`` logits, without bias. The cell is written
-    out (a few tokens) so that ``torch.func.vmap`` batches it. Inputs are token indices (N, T)."""
+    out (a few tokens), for one model or a stack of them. Inputs are token indices (N, T)."""
 
     def __init__(self, vocabulary: int, n_classes: int, embedding: int = 64, hidden: int = 128, *, seed: int = 0):
         super().__init__()
@@ -147,36 +159,46 @@ class LSTMClassifier(nn.Module):
         _uniform_(self.readout.weight, bound, gen)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        H = self.W_hh.shape[1]
-        inputs = self.embed[tokens] @ self.W_ih.T + self.bias  # (N, T, 4H): every step's input term at once
+        return self.logits(dict(self.named_parameters()), tokens)
+
+    @staticmethod
+    def logits(params: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+        """The logits (N, n_classes), or (G, N, n_classes) for parameters stacked along a leading
+        axis G: the cell of :class:`torch.nn.LSTM`, h = c = 0 at the start."""
+        E, W_ih, W_hh, bias, W_o = (params[k] for k in ("embed", "W_ih", "W_hh", "bias", "readout.weight"))
+        H = W_hh.shape[-1]
+        x = E[..., tokens, :].flatten(-3, -2)  # (..., N T, e): every step's input term in one product
+        inputs = (x @ W_ih.mT).unflatten(-2, tokens.shape) + bias[..., None, None, :]  # (..., N, T, 4H)
         h = c = None
-        for t in range(inputs.shape[1]):
-            gates = inputs[:, t] if h is None else inputs[:, t] + h @ self.W_hh.T  # h = c = 0 at the start
+        for t in range(tokens.shape[1]):
+            gates = inputs[..., t, :] if h is None else inputs[..., t, :] + h @ W_hh.mT
             gate = torch.sigmoid(gates)  # i, f, o (the g block is unused)
-            g = torch.tanh(gates[:, 2 * H:3 * H])
-            c = gate[:, :H] * g if c is None else gate[:, H:2 * H] * c + gate[:, :H] * g
-            h = gate[:, 3 * H:] * torch.tanh(c)
-        return self.readout(h)
+            g = torch.tanh(gates[..., 2 * H:3 * H])
+            c = gate[..., :H] * g if c is None else gate[..., H:2 * H] * c + gate[..., :H] * g
+            h = gate[..., 3 * H:] * torch.tanh(c)
+        return h @ W_o.mT
 
 
 # --- penalties and losses ----------------------------------------------------------------------
 
-def weights(params: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-    """The penalised parameters: every weight matrix (two axes or more), in the model's order."""
-    return [p for p in params.values() if p.dim() >= 2]
+def weights(params: dict[str, torch.Tensor], stacked: bool = False) -> list[torch.Tensor]:
+    """The penalised parameters: every weight matrix (two axes, three when ``stacked`` along a
+    leading configuration axis), in the model's order."""
+    return [p for p in params.values() if p.dim() >= 2 + stacked]
 
 
 def penalty(name: str, params: dict[str, torch.Tensor], jacobian: torch.Tensor | None = None,
-            target: torch.Tensor | None = None) -> torch.Tensor:
-    r""":math:`\Omega(\theta)` of one model (module docstring); the Sobolev penalties compare the
-    input Jacobian ``jacobian`` (B, c, d) of the model with the teacher's ``target``."""
-    W = weights(params)
+            target: torch.Tensor | None = None, stacked: bool = False) -> torch.Tensor:
+    r""":math:`\Omega(\theta)` of one model (module docstring), or (G,) of a stack of them
+    (``stacked``: every parameter with a leading configuration axis); the Sobolev penalties compare
+    the input Jacobian ``jacobian`` (B, c, d) of one model with the teacher's ``target``."""
+    W = weights(params, stacked)
     if name == "l1":
-        return sum(w.abs().sum() for w in W)
+        return sum(w.abs().sum((-2, -1)) for w in W)
     if name == "l2":
         return sum(torch.linalg.matrix_norm(w) for w in W)
     if name == "l2_squared":
-        return sum(w.square().sum() for w in W)
+        return sum(w.square().sum((-2, -1)) for w in W)
     if name == "nuclear":
         return sum(torch.linalg.matrix_norm(w, "nuc") for w in W)
     diff = jacobian - target
@@ -186,10 +208,14 @@ def penalty(name: str, params: dict[str, torch.Tensor], jacobian: torch.Tensor |
 
 
 def loss(kind: str, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The training criterion: ``nn.MSELoss`` (mean over every output) or the cross-entropy."""
+    """The training criterion: ``nn.MSELoss`` (mean over every output) or the cross-entropy; of
+    one model's outputs (B, ...), or (G,) of a stack's (G, B, ...)."""
     if kind == "regression":
-        return (output - y).square().mean()
-    return nn.functional.cross_entropy(output, y)
+        return (output - y).square().flatten(output.dim() - y.dim()).mean(-1)
+    if output.dim() == 2:
+        return nn.functional.cross_entropy(output, y)
+    ce = nn.functional.cross_entropy(output.flatten(0, 1), y.repeat(output.shape[0]), reduction="none")
+    return ce.view(output.shape[0], -1).mean(-1)
 
 
 # --- the batched step --------------------------------------------------------------------------
@@ -265,25 +291,26 @@ class Setup:
     batched = False  # one problem for every configuration (grokkit.kernels.run)
 
     def outputs(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """The outputs (G, B, ...) of every configuration on one input batch ``x``."""
-        def one(p):
-            return functional_call(self.template, dict(zip(self.names, p)), (x,))
-        return vmap(one)(params)
+        """The outputs (G, B, ...) of every configuration on one input batch ``x``: the model's
+        ``logits`` take the stacked parameters as they are (one batched product per layer); a
+        model without them runs through ``torch.func.vmap`` of its forward."""
+        if hasattr(self.template, "logits"):
+            return self.template.logits(dict(zip(self.names, params)), x)
+        return vmap(lambda p: functional_call(self.template, dict(zip(self.names, p)), (x,)))(params)
 
     def objective(self, params: list[torch.Tensor], beta: torch.Tensor, idx: torch.Tensor | None) -> torch.Tensor:
         r"""The sum over configurations of :math:`L_g(\theta_g)` on the batch ``idx``."""
         task = self.task
         x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
-        J = None
-        if self.penalty.startswith("sobolev"):
-            J = task.J_train if idx is None else task.J_train[idx]
+        if not self.penalty.startswith("sobolev"):
+            named = dict(zip(self.names, params))
+            return (loss(self.kind, self.outputs(params, x), y) + beta * penalty(self.penalty, named, stacked=True)).sum()
+        J = task.J_train if idx is None else task.J_train[idx]
 
-        def one(p, b):
+        def one(p, b):  # the input Jacobian of each model: torch.func over one configuration at a time
             named = dict(zip(self.names, p))
             out = functional_call(self.template, named, (x,))
-            omega = (penalty(self.penalty, named, self._jacobian(named, x), J) if J is not None
-                     else penalty(self.penalty, named))
-            return loss(self.kind, out, y) + b * omega
+            return loss(self.kind, out, y) + b * penalty(self.penalty, named, self._jacobian(named, x), J)
         return vmap(one)(params, beta).sum()
 
     def _jacobian(self, named: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -406,7 +433,7 @@ def _evaluate(x, data: dict, col: dict) -> torch.Tensor:
         else:
             ce = nn.functional.cross_entropy(out.flatten(0, 1), y.repeat(out.shape[0]), reduction="none")
             rows.append((ce.view(out.shape[0], -1).mean(dim=1), (out.argmax(-1) == y).float().mean(dim=1)))
-    W = weights(dict(zip(setup.names, params)))
+    W = weights(dict(zip(setup.names, params)), stacked=True)
     flat = torch.cat([w.flatten(1) for w in W], dim=1)
     # The singular values on the CPU: cuSOLVER's batched SVD of these small matrices took about
     # 40 ms a call on an H200, more than a hundred graphed training steps.
