@@ -127,7 +127,7 @@ def distance_bound(dist0, n: int, alpha, beta1, rho_p, t, p: float = 2):
     return rho_p**t * dist0 + alpha * beta1 * n ** (1.0 / p) * geometric
 
 
-def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
+def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2, condition: str = "corrected"):
     r""":math:`\tilde t_1` of Corollary C.2 (and D.2), corrected: the number of updates after which
     :math:`\|b^{(t+1)}-\hat b\|_p \le 2\alpha\beta_1 n^{1/p}/(1-\rho_p)` for good,
 
@@ -137,8 +137,13 @@ def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
     :math:`d_0 = \|b^{(1)}-\hat b\|_p` (``dist0``): from there :math:`\rho_p^t d_0 \le \alpha\beta_1 n^{1/p}/(1-\rho_p)`,
     and Lemma C.7 gives the ball. (The paper's condition lacks :math:`n^{1/p}`, spec §5 item 7: with it,
     the formula can return a negative step; see :func:`matrix_ball_entry_time`.) Infinite unless
-    :math:`0 < \rho_p < 1` and :math:`\beta_1 > 0`; broadcasts over arrays."""
-    return _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed=False)
+    :math:`0 < \rho_p < 1` and :math:`\beta_1 > 0`; broadcasts over arrays.
+
+    ``condition="printed"`` uses the formula when :math:`d_0 > \alpha\beta_1/(1-\rho_p)`, the paper's
+    condition: for p < inf and :math:`\alpha\beta_1/(1-\rho_p) < d_0 \le \alpha\beta_1 n^{1/p}/(1-\rho_p)`
+    it returns a negative step (as :func:`matrix_ball_entry_time`)."""
+    check_option("condition", condition, ("corrected", "printed"))
+    return _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed=condition == "printed")
 
 
 def _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed: bool):
