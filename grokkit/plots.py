@@ -442,10 +442,11 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
 
 
 def bound_check(steps, distances: dict[str, np.ndarray], bound: float, t1_bound: float | None = None, *,
-                bound_label: str = r"$2\alpha\beta_1\sqrt{n}/(1-\rho_r)$", t1_label: str = "$t_1$ (Theorem C.8)"):
+                bound_label: str = r"$2\alpha\beta_1\sqrt{n}/(1-\rho_r)$", t1_label: str = "$t_1$ (Theorem C.8)",
+                ylabel: str = "distance"):
     r"""Distances (``{label: curve}``) against a radius (horizontal line, ``bound_label``) and
     the step ``t1_bound`` after which a theorem puts them inside it (Theorems 2.1, 2.2, C.8,
-    D.8)."""
+    D.8), or any norms against their bound (``ylabel``: the quantity)."""
     fig, ax = new_figure()
     t = np.maximum(steps, 1)
     for (label, d), color in zip(distances.items(), (TRAIN, TEST, EXTRA, "tab:purple")):
@@ -454,7 +455,7 @@ def bound_check(steps, distances: dict[str, np.ndarray], bound: float, t1_bound:
     if t1_bound is not None and np.isfinite(t1_bound):
         ax.axvline(t1_bound, color="k", ls=":", lw=1, label=t1_label)
     ax.set_xlabel("$t$")
-    ax.set_ylabel("distance")
+    ax.set_ylabel(ylabel)
     legend_outside(fig, ax)
     return fig
 

@@ -110,3 +110,49 @@ def test_landscape_draws_one_path_per_configuration_and_the_reference_points():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["$t_0$", "$t_1$", "$\\hat b$"]
     matplotlib.pyplot.close(fig)
+
+
+def test_gradient_bound_is_the_norm_of_A_times_twice_the_lemma_floor():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6, 9)) / 3
+    alpha, beta1, beta2, rho, t = 0.1, 1e-3, 0.05, 0.9, np.array([0, 1, 10, 100])
+    lam_max = np.linalg.eigvalsh(X.T @ X).max()
+    expected = (lam_max + beta2) * 2 * alpha * beta1 * 3.0 * (1 - rho**t) / (1 - rho)  # sqrt(9) = 3
+    np.testing.assert_allclose(theory.gradient_bound(X, alpha, beta1, rho, t, beta2=beta2), expected, rtol=1e-12)
+    A = X.T @ X + beta2 * np.eye(9)
+    inf = np.abs(A).sum(axis=1).max() * 2 * alpha * beta1 * 1.0 * (1 - rho**t) / (1 - rho)
+    np.testing.assert_allclose(theory.gradient_bound(X, alpha, beta1, rho, t, beta2=beta2, p=math.inf), inf,
+                               rtol=1e-12)
+    # it bounds ||G(b)|| for any b within the theorem's radius of b_hat
+    y = rng.normal(size=6)
+    b_hat = np.linalg.solve(A, X.T @ y)
+    radius = 2 * alpha * beta1 * 3.0 / (1 - rho)
+    direction = rng.normal(size=9)
+    b = b_hat + radius * direction / np.linalg.norm(direction)
+    G = X.T @ (X @ b - y) + beta2 * b
+    assert np.linalg.norm(G) <= theory.gradient_bound(X, alpha, beta1, rho, 10**6, beta2=beta2) * (1 + 1e-12)
+    with pytest.raises(ValueError, match="beta2"):
+        theory.gradient_bound(X, alpha, beta1, rho, 1, beta2=-1.0)
+    with pytest.raises(ValueError, match="X"):
+        theory.gradient_bound(np.full((2, 2), np.nan), alpha, beta1, rho, 1)
+
+
+def test_generalization_step_counts_the_shrinkage_of_the_largest_component():
+    b = np.array([[0.3, -0.5, 0.1], [0.02, 0.0, -0.01]])
+    steps = theory.generalization_step([10, 5], b, 0.1, 0.01)
+    np.testing.assert_array_equal(steps, [10 + math.floor(0.5 / 1e-3), 5 + math.floor(0.02 / 1e-3)])
+    # the bare shrinkage b <- b - alpha beta1 sign(b) reaches |b| <= alpha beta1 exactly then (Theorem C.12)
+    x, k = b[0].copy(), 0
+    while np.abs(x).max() > 1e-3:
+        x -= 1e-3 * np.sign(x)
+        k += 1
+    assert k <= steps[0] - 10 <= k + 1
+    assert np.isinf(theory.generalization_step(0, b[0], 0.1, 0.0))
+    with pytest.raises(ValueError, match="t1"):
+        theory.generalization_step(-1, b[0], 0.1, 0.01)
+
+
+def test_bound_check_labels_its_y_axis():
+    fig = gk.plots.bound_check(np.arange(5), {"g": np.ones(5)}, 2.0, ylabel="norm")
+    assert fig.axes[0].get_ylabel() == "norm"
+    matplotlib.pyplot.close(fig)
