@@ -267,3 +267,23 @@ def relative_error(b: np.ndarray, b_star: np.ndarray) -> np.ndarray:
     if not np.all(norm > 0):
         raise ValueError("b_star must be nonzero: the relative error divides by its norm, got all zeros")
     return np.linalg.norm(b - b_star, axis=-1) / norm
+
+
+def support_norms(b: np.ndarray, b_star: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The landscape coordinates of §C.6 (Figure 10): :math:`u = \|b_I\|_2` and
+    :math:`v = \|b_{[n]\setminus I}\|_2`, :math:`I = \operatorname{supp}(b^*)`, along the last axis of
+    ``b`` (..., n). ``b_star`` is (n,), or one ground truth per leading row of ``b`` (G, n) for
+    ``b`` (G, ..., n) (an N sweep, each configuration with its own :math:`b^*`); finite and
+    nonzero. Returns ``(u, v)``, each of ``b``'s shape without its last axis."""
+    check_finite("b_star", b_star)
+    b, b_star = np.asarray(b, dtype=float), np.asarray(b_star, dtype=float)
+    if b_star.ndim not in (1, 2) or b.ndim < b_star.ndim or b.shape[-1] != b_star.shape[-1] \
+            or (b_star.ndim == 2 and b.shape[0] != b_star.shape[0]):
+        raise ValueError(f"b and b_star must have shapes (..., n) and (n,), or (G, ..., n) and (G, n), "
+                         f"got {b.shape} and {b_star.shape}")
+    if not (b_star != 0).any(axis=-1).all():
+        raise ValueError("b_star must be nonzero: its support I defines the landscape, got all zeros")
+    on = (b_star != 0).reshape(b_star.shape[:1] + (1,) * (b.ndim - 2) + b_star.shape[-1:]) \
+        if b_star.ndim == 2 else b_star != 0
+    return (np.sqrt(np.sum(np.where(on, b, 0.0) ** 2, axis=-1)),
+            np.sqrt(np.sum(np.where(on, 0.0, b) ** 2, axis=-1)))

@@ -277,6 +277,48 @@ def against_grid(x, panels: dict[str, dict[str, np.ndarray]], right: dict[str, d
     return fig
 
 
+def landscape(u, v, color, color_label: str, *, marks=None, points: dict | None = None,
+              xlabel: str = r"$u(t) = \|b_I^{(t)}\|_2$", ylabel: str = r"$v(t) = \|b_{I^c}^{(t)}\|_2$"):
+    r"""Paths :math:`(u_g(t), v_g(t))` of G configurations in a plane, log-log (Figure 10's
+    landscape: the norms of :math:`b^{(t)}` on and off the support of :math:`b^*`). ``u``, ``v``
+    (G, T); one colour per value of ``color`` (G,) on a viridis colour bar labelled
+    ``color_label`` (log scale when the values span more than a decade). ``marks``: a dict
+    {label: record index} drawn on every path with one marker shape per entry; ``points``: a
+    dict {label: (u (G,), v (G,), marker)} of reference points, one per configuration, in red
+    (:math:`\hat b` and :math:`b^*`). One legend below the axes."""
+    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.lines import Line2D
+
+    u, v = np.atleast_2d(np.asarray(u, dtype=float)), np.atleast_2d(np.asarray(v, dtype=float))
+    color = np.asarray(color, dtype=float)
+    positive = color[color > 0]
+    log = positive.size == color.size and positive.max() > 10 * positive.min()
+    norm = LogNorm(color.min(), color.max()) if log else Normalize(color.min(), color.max())
+    fig, ax = new_figure()
+    handles = []
+    for g in range(u.shape[0]):
+        c = plt.cm.viridis(norm(color[g]))
+        ax.plot(u[g], v[g], color=c, lw=1, alpha=0.8)
+        for k, index in enumerate((marks or {}).values()):
+            ax.plot(u[g, index], v[g, index], MARKERS[k % len(MARKERS)], color=c, ms=5, mec="k", mew=0.4)
+    for k, label in enumerate(marks or {}):
+        handles.append(Line2D([], [], ls="", marker=MARKERS[k % len(MARKERS)], color="0.6", mec="k", mew=0.4,
+                              label=label))
+    for label, (pu, pv, marker) in (points or {}).items():
+        ax.plot(pu, pv, marker, ls="", color="tab:red", ms=7, mfc="none" if marker == "o" else "tab:red")
+        handles.append(Line2D([], [], ls="", marker=marker, color="tab:red", ms=7,
+                              mfc="none" if marker == "o" else "tab:red", label=label))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=plt.cm.viridis), ax=ax, label=color_label, aspect=30,
+                 fraction=0.05)
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
+    return fig
+
+
 def components(ax, t, values, highlight=None, label: str = "b") -> None:
     r"""Every component of a recorded vector against t (log x), ``values`` (T, k). With
     ``highlight`` (indices: the support of :math:`b^*`) those are coloured and labelled
@@ -296,6 +338,48 @@ def components(ax, t, values, highlight=None, label: str = "b") -> None:
     else:
         ax.axhline(0.0, color="k", lw=0.6)
     ax.set_ylabel(f"${label}_i^{{(t)}}$")
+
+
+def component_map(t, values, reference=None, *, threshold: float = 0.0, label: str = "b",
+                  reference_label: str = "b^*"):
+    r"""A recorded vector over time as a heat map (Figures 11 and 26): one row per recorded step
+    t >= 1 (log axis, the first at the top), one column per coordinate, ``values`` (T, k) on a
+    diverging colour scale symmetric about 0 (symmetric-log, linear below ``threshold`` where
+    it is > 0, so that values of every scale stay visible); entries with
+    :math:`|{\rm value}| <` ``threshold`` are drawn as 0 (the authors' :math:`10^{-4}`). With
+    ``reference`` (k,) (:math:`b^*`), a strip above shows it on the same scale."""
+    from matplotlib.colors import Normalize, SymLogNorm
+
+    t, values = np.asarray(t, dtype=float), np.asarray(values, dtype=float)
+    keep = t >= 1
+    t, values = t[keep], values[keep]
+    values = np.where(np.abs(values) < threshold, 0.0, values)
+    top = np.nanmax(np.abs(values if reference is None else np.concatenate([values.ravel(), reference])))
+    norm = (SymLogNorm(threshold, vmin=-top, vmax=top) if threshold > 0
+            else Normalize(-top, top))
+    cols = np.arange(values.shape[1] + 1) - 0.5
+    edges = np.sqrt(t[1:] * t[:-1])
+    rows = np.concatenate([[t[0] ** 1.5 / t[1] ** 0.5 if t.size > 1 else t[0] / 2], edges,
+                           [t[-1] ** 1.5 / t[-2] ** 0.5 if t.size > 1 else 2 * t[0]]])
+    if reference is None:
+        fig, ax = new_figure()
+        axes = [ax]
+    else:
+        fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 0.8 * WIDTH), sharex=True, layout="constrained",
+                                 gridspec_kw={"height_ratios": [1, 12]})
+        axes[0].pcolormesh(cols, [0, 1], np.asarray(reference, dtype=float)[None], cmap="RdBu_r", norm=norm)
+        axes[0].set_yticks([])
+        axes[0].set_ylabel(f"${reference_label}$", rotation=0, ha="right", va="center")
+        axes[0].grid(False)
+    ax = axes[-1]
+    mesh = ax.pcolormesh(cols, rows, values, cmap="RdBu_r", norm=norm)
+    ax.set_yscale("log")
+    ax.invert_yaxis()
+    ax.grid(False)
+    ax.set_xlabel("coordinate $i$")
+    ax.set_ylabel("$t$")
+    fig.colorbar(mesh, ax=axes, label=f"${label}_i^{{(t)}}$", aspect=30, fraction=0.05)
+    return fig
 
 
 def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0, ratio: bool = True):
@@ -392,10 +476,11 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
 
 
 def bound_check(steps, distances: dict[str, np.ndarray], bound: float, t1_bound: float | None = None, *,
-                bound_label: str = r"$2\alpha\beta_1\sqrt{n}/(1-\rho_r)$", t1_label: str = "$t_1$ (Theorem C.8)"):
+                bound_label: str = r"$2\alpha\beta_1\sqrt{n}/(1-\rho_r)$", t1_label: str = "$t_1$ (Theorem C.8)",
+                ylabel: str = "distance"):
     r"""Distances (``{label: curve}``) against a radius (horizontal line, ``bound_label``) and
     the step ``t1_bound`` after which a theorem puts them inside it (Theorems 2.1, 2.2, C.8,
-    D.8)."""
+    D.8), or any norms against their bound (``ylabel``: the quantity)."""
     fig, ax = new_figure()
     t = np.maximum(steps, 1)
     for (label, d), color in zip(distances.items(), (TRAIN, TEST, EXTRA, "tab:purple")):
@@ -404,7 +489,7 @@ def bound_check(steps, distances: dict[str, np.ndarray], bound: float, t1_bound:
     if t1_bound is not None and np.isfinite(t1_bound):
         ax.axvline(t1_bound, color="k", ls=":", lw=1, label=t1_label)
     ax.set_xlabel("$t$")
-    ax.set_ylabel("distance")
+    ax.set_ylabel(ylabel)
     legend_outside(fig, ax)
     return fig
 

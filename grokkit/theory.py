@@ -215,7 +215,7 @@ def distance_bound(dist0, n: int, alpha, beta1, rho_p, t, p: float = 2):
     return rho_p**t * dist0 + alpha * beta1 * n ** (1.0 / p) * geometric
 
 
-def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
+def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2, condition: str = "corrected"):
     r""":math:`\tilde t_1` of Corollary C.2 (and D.2), corrected: the number of updates after which
     :math:`\|b^{(t+1)}-\hat b\|_p \le 2\alpha\beta_1 n^{1/p}/(1-\rho_p)` for good,
 
@@ -225,8 +225,13 @@ def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
     :math:`d_0 = \|b^{(1)}-\hat b\|_p` (``dist0``): from there :math:`\rho_p^t d_0 \le \alpha\beta_1 n^{1/p}/(1-\rho_p)`,
     and Lemma C.7 gives the ball. (The paper's condition lacks :math:`n^{1/p}`, spec §5 item 7: with it,
     the formula can return a negative step; see :func:`matrix_ball_entry_time`.) Infinite unless
-    :math:`0 < \rho_p < 1` and :math:`\beta_1 > 0`; broadcasts over arrays."""
-    return _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed=False)
+    :math:`0 < \rho_p < 1` and :math:`\beta_1 > 0`; broadcasts over arrays.
+
+    ``condition="printed"`` uses the formula when :math:`d_0 > \alpha\beta_1/(1-\rho_p)`, the paper's
+    condition: for p < inf and :math:`\alpha\beta_1/(1-\rho_p) < d_0 \le \alpha\beta_1 n^{1/p}/(1-\rho_p)`
+    it returns a negative step (as :func:`matrix_ball_entry_time`)."""
+    check_option("condition", condition, ("corrected", "printed"))
+    return _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed=condition == "printed")
 
 
 def _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed: bool):
@@ -240,6 +245,33 @@ def _ball_entry_time(dist0, n, alpha, beta1, rho_p, p, printed: bool):
     with np.errstate(divide="ignore"):
         t = np.ceil(-np.log((1.0 - r) * dist0 / scale) / np.log(r))
     return np.where(ok, np.where(dist0 > condition, t, 0.0), np.inf)
+
+
+def gradient_bound(X: np.ndarray, alpha, beta1, rho_p, t, beta2: float = 0.0, p: float = 2):
+    r"""§C.6.2, eqs. (77)–(78): after :math:`t \ge t_1` updates (Theorem C.8),
+    :math:`\|G_{\beta_2}(b^{(t+1)})\|_p \le \|\tilde X^\top\tilde X + \beta_2 I_n\|_{p\to p}\,
+    2\alpha\beta_1 n^{1/p}(1-\rho_p^t)/(1-\rho_p)`, since :math:`G_{\beta_2}(\hat b) = 0` and
+    :math:`G_{\beta_2}` is linear (for p = 2 the norm is :math:`\lambda_\max + \beta_2`). Broadcasts
+    over ``alpha``, ``beta1``, ``rho_p`` and ``t`` (updates, >= 0) as :func:`distance_bound`."""
+    check_finite("X", X)
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    check_option("p", p, (1, 2, math.inf))
+    A = X.T @ X + beta2 * np.eye(X.shape[1])
+    norm = float(np.linalg.norm(A, {1: 1, 2: 2, math.inf: np.inf}[p]))
+    return norm * 2.0 * distance_bound(0.0, X.shape[1], alpha, beta1, rho_p, t, p)
+
+
+def generalization_step(t1, b_t1: np.ndarray, alpha, beta1):
+    r"""The paper's generalization step (§C.6.2, after eq. 79):
+    :math:`t_2 = t_1 + \lfloor\|b^{(t_1)}\|_\infty/(\alpha\beta_1)\rfloor`, the steps that the bare
+    shrinkage :math:`b \leftarrow b - \alpha\beta_1 h(b)` (Theorem C.12) needs to bring every component
+    of :math:`b^{(t_1)}` (last axis of ``b_t1``) into :math:`[-\alpha\beta_1, \alpha\beta_1]`; infinite for
+    :math:`\beta_1 = 0`. Broadcasts over arrays."""
+    check_finite("b_t1", b_t1)
+    t1 = check_grid("t1", t1, 0.0, closed="left")
+    alpha, beta1 = _hyper(alpha, beta1)
+    with np.errstate(divide="ignore"):
+        return t1 + np.floor(np.abs(np.asarray(b_t1)).max(axis=-1) / (alpha * beta1))
 
 
 def generalization_delay(b_hat: np.ndarray, alpha, beta1):
