@@ -59,7 +59,7 @@ PARAMETER_CHECKS = {
     "alpha": _positive,
     "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
-    **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay"), _nonnegative),
+    **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay", "eps"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "snr": lambda name, value: value is None or _positive(name, value),
     "variance": lambda name, value: check_option(name, value, ("1/n", "1/N")),

@@ -1,0 +1,152 @@
+"""Tests of the sparse-recovery preliminaries of Appendix C.1-C.5: the basis-pursuit sweep of
+Figures 6-7, the coherences of Definition C.3, restricted isometry constants (Definitions C.1,
+C.2), the reduction of Section C.3 and the Monte-Carlo estimators of Theorems C.1-C.2."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from grokkit import baselines, data
+from grokkit.baselines import RecoverySweep
+
+
+# --- the basis-pursuit sweep (Figures 6 and 7) -------------------------------------------------
+
+
+def test_sweep_recovers_at_full_measurement_and_fails_with_one():
+    sw = baselines.sparse_recovery_sweep(12, [1, 3], [1, 12], [0.0, 1.0], 2, eps=None, seed=3)
+    assert sw.error.shape == (2, 2, 2, 2)
+    # N = n: a square Gaussian X, or a permutation of I (tau = 1): b* is the only solution
+    assert sw.error[:, :, 1].max() < 1e-6
+    # N = 1 and s = 3: one equation cannot determine three unknowns
+    assert sw.error[:, 1, 0].min() > 0.1
+    np.testing.assert_array_equal(sw.N_min, [[12, 12], [12, 12]])
+
+
+def test_sweeps_share_the_draws_of_their_common_grid_values():
+    a = baselines.sparse_recovery_sweep(10, [1, 2, 4], [3, 6, 10], [0.0, 0.5], 2, eps=None, seed=5)
+    b = baselines.sparse_recovery_sweep(10, [2], [6], [0.5], 2, eps=None, seed=5)
+    np.testing.assert_allclose(b.error[0, 0, 0], a.error[1, 1, 1], rtol=1e-6, atol=1e-12)
+    c = baselines.sparse_recovery_sweep(10, [2], [6], [0.5], 2, eps=None, seed=6)
+    assert not np.allclose(c.error, b.error)
+
+
+def test_cone_program_matches_the_equality_program_up_to_its_slack():
+    kw = dict(seed=2)
+    eq = baselines.sparse_recovery_sweep(16, [2], [4, 16], [0.0], 1, eps=None, **kw)
+    cone = baselines.sparse_recovery_sweep(16, [2], [4, 16], [0.0], 1, eps=1e-8, **kw)
+    assert cone.eps == 1e-8 and eq.eps is None and cone.solver == "CLARABEL"
+    assert eq.error[0, 0, 1, 0] < 1e-7 and cone.error[0, 0, 1, 0] < 1e-5
+    np.testing.assert_array_equal(eq.N_min, cone.N_min)
+
+
+def test_N_min_is_the_first_N_whose_mean_error_is_below_the_threshold():
+    error = np.array([1.0, 2e-6, 1e-8, 1e-3, 1e-9])[None, None, :, None] * np.ones((1, 1, 1, 2))
+    error[0, 0, 1, 1] = 0.0  # mean 1e-6: not below 1e-6
+    sw = RecoverySweep(n=5, s=np.array([1]), N=np.array([1, 2, 3, 4, 5]), tau=np.array([0.0]), error=error,
+                       threshold=1e-6, eps=None, solver="x", inaccurate=0)
+    want = next(N for N, e in zip(sw.N, error[0, 0].mean(axis=1)) if e < 1e-6)
+    assert sw.N_min[0, 0] == want == 3
+    never = RecoverySweep(**{**sw.__dict__, "threshold": 1e-12})
+    assert never.N_min[0, 0] == math.inf
+
+
+BAD_SWEEP = [
+    (dict(s_grid=[1, 11]), r"s_grid must be an integer in \[1, n\] = \[1, 10\], got 11"),
+    (dict(N_grid=[4, 2]), r"N_grid must be a non-empty increasing list, got \[4, 2\]"),
+    (dict(N_grid=[0, 2]), r"N_grid must be an integer in \[1, inf\), got 0"),
+    (dict(tau_grid=[0.0, 1.5]), r"tau_grid must be in \[0\.0, 1\.0\], got 1\.5"),
+    (dict(tau_grid=[]), r"tau_grid must be a non-empty increasing list, got \[\]"),
+    (dict(trials=0), r"trials must be an integer in \[1, inf\), got 0"),
+    (dict(eps=-1.0), r"eps must be in \[0\.0, inf\), got -1\.0"),
+    (dict(variance="1/m"), r"variance must be one of '1/n', '1/N', got '1/m'"),
+    (dict(threshold=0.0), r"threshold must be in \(0\.0, inf\), got 0\.0"),
+    (dict(seed=-1), r"seed must be an integer in \[0, 2\*\*32 - 1\] \(a seed\), got -1"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_SWEEP)
+def test_sweep_refuses_bad_inputs(change, message):
+    args = dict(n=10, s_grid=[1, 2], N_grid=[2, 4], tau_grid=[0.0], trials=1)
+    with pytest.raises(ValueError, match=message):
+        baselines.sparse_recovery_sweep(**{**args, **change})
+
+
+# --- coherences (Definition C.3, Example C.1, Figure 6a) ---------------------------------------
+
+
+def test_measurement_coherence_is_one_with_an_atom_row_and_seeded():
+    mu = data.measurement_coherences(20, [1, 4, 10], [0.0, 0.2, 1.0], 3, seed=4)
+    assert mu.shape == (3, 3, 3)
+    # floor(tau N) >= 1: a row is an atom of Phi
+    np.testing.assert_allclose(mu[1, 2], 1.0, atol=1e-12)  # floor(0.2 * 10) = 2
+    np.testing.assert_allclose(mu[2], 1.0, atol=1e-12)
+    assert (mu[0] < 1).all() and (mu[0] > 0).all() and (mu[1, :2] < 1).all()  # floor(0.2 * 4) = 0
+    np.testing.assert_array_equal(mu, data.measurement_coherences(20, [1, 4, 10], [0.0, 0.2, 1.0], 3, seed=4))
+    # an independent computation: the coherence of the rows of X with the columns of Phi, by loops
+    phi = data.dictionary(20, "orthonormal", 4)
+    key = np.random.SeedSequence([4, 2, 10, 0]).generate_state(1)[0]
+    X = data.measurement_matrix(10, phi, 0.0, "1/N", int(key))
+    brute = max(abs(X[i] @ phi[:, j]) / np.linalg.norm(X[i]) for i in range(10) for j in range(20))
+    assert mu[0, 2, 2] == pytest.approx(brute, rel=1e-12)
+
+
+def test_coherence_of_the_fourier_basis_uses_the_hermitian_product():
+    n = 16
+    F = np.fft.fft(np.eye(n)) / np.sqrt(n)
+    assert data.coherence(np.eye(n), F) == pytest.approx(1 / np.sqrt(n), rel=1e-12)
+    assert data.coherence(F) < 1e-12  # an orthonormal basis: mutual coherence 0
+    assert data.one_coherence(np.hstack([np.eye(n), F]), 3) == pytest.approx(3 / np.sqrt(n), rel=1e-12)
+
+
+def test_one_coherence_against_enumeration_of_supports():
+    rs = np.random.RandomState(0)
+    A = rs.randn(5, 7)
+    An = A / np.linalg.norm(A, axis=0)
+    G = np.abs(An.T @ An)
+    for s in (1, 2, 4, 6):
+        brute = max(sum(G[i, j] for j in J) for i in range(7)
+                    for k in range(1, s + 1) for J in itertools.combinations([j for j in range(7) if j != i], k))
+        assert data.one_coherence(A, s) == pytest.approx(brute, rel=1e-12)
+        assert data.one_coherence(A, s) <= s * data.coherence(A) + 1e-12
+    assert data.one_coherence(A, 1) == pytest.approx(data.coherence(A), rel=1e-12)
+    with pytest.raises(ValueError, match=r"s must be an integer in \[1, n - 1\] = \[1, 6\], got 7"):
+        data.one_coherence(A, 7)
+    with pytest.raises(ValueError, match=r"A must be a matrix with at least 2 columns, got shape \(5, 1\)"):
+        data.one_coherence(A[:, :1], 1)
+    with pytest.raises(ValueError, match=r"A must be finite, got nan"):
+        data.one_coherence(np.full((2, 2), np.nan), 1)
+
+
+def test_measurement_coherences_refuses_bad_inputs():
+    with pytest.raises(ValueError, match=r"N_grid must be an integer in \[1, inf\), got 0"):
+        data.measurement_coherences(10, [0], [0.0], 1)
+    with pytest.raises(ValueError, match=r"tau_grid must be in \[0\.0, 1\.0\], got -0\.1"):
+        data.measurement_coherences(10, [1], [-0.1], 1)
+    with pytest.raises(ValueError, match=r"trials must be an integer in \[1, inf\), got 0"):
+        data.measurement_coherences(10, [1], [0.0], 0)
+    with pytest.raises(ValueError, match=r"basis must be one of 'identity', 'orthonormal', 'dct', got 'fourier'"):
+        data.measurement_coherences(10, [1], [0.0], 1, basis="fourier")
+
+
+# --- plots ---------------------------------------------------------------------------------------
+
+
+def test_heat_map_and_curve_family():
+    import matplotlib
+    matplotlib.use("Agg")
+    from grokkit import plots
+
+    fig, ax = plots.new_figure()
+    values = np.array([[1e-8, 1e-2, 1.0], [1e-3, 1e-1, 1.0]])
+    mesh = plots.heat_map(ax, [1, 11, 31], [2, 5], values, xlabel="$N$", ylabel="$s$", label="error")
+    np.testing.assert_array_equal(mesh.get_array().reshape(2, 3), values)
+    assert mesh.norm.vmin == 1e-8 and mesh.norm.vmax == 1.0 and ax.get_xlim() == (-4.0, 41.0)
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "error"
+    fig, ax = plots.new_figure()
+    plots.curve_family(ax, [0, 1], [[0, 1], [1, 2], [2, 3]], [1, 10, 100], label="$N$", log=True)
+    lines = ax.get_lines()
+    assert len(lines) == 3 and lines[0].get_color() != lines[2].get_color()
+    np.testing.assert_array_equal(lines[1].get_xydata(), [[0, 1], [1, 2]])
+    assert fig.axes[1].get_ylabel() == "$N$"
