@@ -150,3 +150,84 @@ def test_heat_map_and_curve_family():
     assert len(lines) == 3 and lines[0].get_color() != lines[2].get_color()
     np.testing.assert_array_equal(lines[1].get_xydata(), [[0, 1], [1, 2]])
     assert fig.axes[1].get_ylabel() == "$N$"
+
+
+# --- restricted isometry constants (Definitions C.1, C.2, Proposition C.1) ----------------------
+
+
+def _delta_by_loops(A, s):
+    """Plain numpy: max over every support J of the spectral norm of A_J^T A_J - I."""
+    return max(np.linalg.norm(A[:, J].T @ A[:, J] - np.eye(s), 2)
+               for J in map(list, itertools.combinations(range(A.shape[1]), s)))
+
+
+def test_restricted_isometry_against_loops_and_hand_worked_cases():
+    from grokkit import metrics
+
+    rs = np.random.RandomState(1)
+    A = rs.randn(4, 7) / 2
+    for s in (1, 2, 3, 7):
+        r = metrics.restricted_isometry(A, s)
+        assert len(r.supports) == math.comb(7, s)
+        assert r.delta == pytest.approx(_delta_by_loops(A, s), rel=1e-12)
+        J = list(r.worst)
+        assert np.linalg.norm(A[:, J].T @ A[:, J] - np.eye(s), 2) == pytest.approx(r.delta, rel=1e-12)
+    np.testing.assert_allclose(metrics.restricted_isometry(A, 1).deltas, np.abs(np.sum(A**2, 0) - 1), atol=1e-14)
+    # two equal unit columns: delta_2 = 1 (Gram [[1, 1], [1, 1]]), and cond is infinite
+    twin = metrics.restricted_isometry(np.array([[1.0, 1.0], [0.0, 0.0]]), 2)
+    assert twin.delta == pytest.approx(1.0) and twin.condition == math.inf
+    # orthonormal columns: an isometry on every support
+    Q = np.linalg.qr(rs.randn(6, 4))[0]
+    assert metrics.restricted_isometry(Q, 3).delta < 1e-14
+    one = metrics.restricted_isometry(A, 3).one_norm
+    brute = [np.abs(A[:, J].T @ A[:, J] - np.eye(3)).sum(axis=0).max()
+             for J in map(list, itertools.combinations(range(7), 3))]
+    np.testing.assert_allclose(one, brute, rtol=1e-12)
+
+
+def test_restricted_isometry_sample_is_a_lower_bound_and_seeded():
+    from grokkit import metrics
+
+    A = np.random.RandomState(2).randn(5, 9) / np.sqrt(5)
+    exact = metrics.restricted_isometry(A, 3)
+    small = metrics.restricted_isometry_sample(A, 3, 5, seed=1)
+    assert small.supports.shape == (5, 3) and (np.diff(small.supports, axis=1) > 0).all()
+    assert small.delta <= exact.delta + 1e-14
+    big = metrics.restricted_isometry_sample(A, 3, 3000, seed=1)  # every one of the 84 supports, w.h.p.
+    assert big.delta == pytest.approx(exact.delta, rel=1e-12)
+    np.testing.assert_array_equal(small.deltas, metrics.restricted_isometry_sample(A, 3, 5, seed=1).deltas)
+
+
+def test_low_rank_isometry_ratios_against_explicit_vec():
+    from grokkit import metrics
+
+    rs = np.random.RandomState(3)
+    F = rs.randn(7, 12)
+    ratios = metrics.low_rank_isometry_ratios(F, (3, 4), 2, 6, seed=5)
+    draw = np.random.RandomState(5)
+    X = draw.randn(6, 3, 2) @ draw.randn(6, 2, 4)
+    want = [np.sum((F @ x.flatten(order="F")) ** 2) / np.sum(x**2) for x in X]
+    np.testing.assert_allclose(ratios, want, rtol=1e-12)
+    assert all(np.linalg.matrix_rank(x) == 2 for x in X)
+    assert np.allclose(metrics.low_rank_isometry_ratios(np.eye(12), (3, 4), 1, 4), 1.0)
+
+
+BAD_RIP = [
+    (lambda m: m.restricted_isometry(np.ones((2, 3)), 4), r"s must be an integer in \[1, n\] = \[1, 3\], got 4"),
+    (lambda m: m.restricted_isometry(np.ones(3), 1), r"A must be a matrix \(2-d array\), got shape \(3,\)"),
+    (lambda m: m.restricted_isometry(np.full((2, 2), np.inf), 1), r"A must be finite, got inf"),
+    (lambda m: m.restricted_isometry(np.ones((2, 60)), 30), r"s must leave at most 2000000 supports to enumerate"),
+    (lambda m: m.restricted_isometry_sample(np.ones((2, 3)), 2, 0), r"draws must be an integer in \[1, inf\), got 0"),
+    (lambda m: m.restricted_isometry_sample(np.ones((2, 3)), 2, 1, seed=1.5), r"seed must be an integer in \[0, 2\*\*32 - 1\] \(a seed\), got 1\.5"),
+    (lambda m: m.low_rank_isometry_ratios(np.ones((2, 6)), (2, 3), 3, 1), r"r must be an integer in \[1, min\(n1, n2\)\] = \[1, 2\], got 3"),
+    (lambda m: m.low_rank_isometry_ratios(np.ones((2, 5)), (2, 3), 1, 1), r"F must have shape \(q, n1\*n2\) = \(q, 6\), got \(2, 5\)"),
+    (lambda m: m.low_rank_isometry_ratios(np.ones((2, 6)), 6, 1, 1), r"shape must be a pair \(n1, n2\), got 6"),
+]
+
+
+@pytest.mark.parametrize("call, message", BAD_RIP)
+def test_restricted_isometry_refuses_bad_inputs(call, message):
+    from grokkit import metrics
+
+    with pytest.raises(ValueError, match=message):
+        call(metrics)
