@@ -172,6 +172,42 @@ def generalization_delay_code(b_hat: np.ndarray, b_star: np.ndarray, alpha, beta
         return np.abs(b_hat - b_star).max() / (alpha * beta1)
 
 
+def coherence_rip_ratios(A: np.ndarray, B: np.ndarray, s: int) -> dict[str, float]:
+    r"""Proposition C.4 on one pair (A, B) and one support size ``s``: each inequality as the ratio
+    of its left side to its right side (at most 1 when it holds), the worst over every support
+    :math:`|J| = s` (enumerated, :func:`grokkit.metrics.restricted_isometry`), with
+    :math:`M = A^\top B` and :math:`\mu = \mu(A, B)` (:func:`grokkit.data.coherence`):
+
+    * ``"a"``: :math:`\max(1/(m\sqrt s), 1/(s\sqrt m))\max_J\|M_{:,J}\|_{2\to2}/\mu`;
+    * ``"b"``: :math:`\mu/(\min(\sqrt m, \sqrt n)\|M\|_{2\to2})`;
+    * ``"c"``: :math:`\sqrt{\max(m, s)}\sqrt{1-\delta_s(M)}/(ms\mu)`;
+    * ``"d"``: :math:`\mu/\sqrt{\min(m, n)(1+\delta_n(M))}`;
+    * ``"e"``: :math:`\sqrt{1-\delta_s(M)}/((m+s)\mu/2)`.
+
+    ``"c"`` and ``"e"`` are NaN where :math:`\delta_s(M) \ge 1` (the left side is not real). The
+    proposition assumes unit-norm columns (it uses :math:`\mu = \max_{ij}|M_{ij}|`); the ratios are
+    computed for any A, B, so that the need for it can be shown."""
+    from grokkit.data import coherence
+    from grokkit.metrics import restricted_isometry
+
+    check_finite("A", A)
+    check_finite("B", B)
+    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[0]:
+        raise ValueError(f"A and B must be matrices with the same number of rows, got shapes {A.shape} and {B.shape}")
+    m, n = A.shape[1], B.shape[1]
+    s = check_int("s", s, 1, n, high_name="n")
+    M = A.T @ B
+    mu = coherence(A, B)
+    rip = restricted_isometry(M, s)
+    low = math.sqrt(1 - rip.delta) if rip.delta < 1 else math.nan
+    return {"a": max(1 / (m * math.sqrt(s)), 1 / (s * math.sqrt(m))) * math.sqrt(rip.lambda_max.max()) / mu,
+            "b": mu / (min(math.sqrt(m), math.sqrt(n)) * np.linalg.norm(M, 2)),
+            "c": math.sqrt(max(m, s)) / (m * s) * low / mu,
+            "d": mu / math.sqrt(min(m, n) * (1 + restricted_isometry(M, n).delta)),
+            "e": low / ((m + s) / 2 * mu)}
+
+
 # --- Matrix factorization (Appendix D) ---------------------------------------------------------
 #
 # Objective (Sec. 2 and App. D): f(A) = ½‖𝒳(A) − y*‖² + β₂/2‖A‖²_F + β*‖A‖_*, A ∈ R^{n1×n2}. The

@@ -231,3 +231,30 @@ def test_restricted_isometry_refuses_bad_inputs(call, message):
 
     with pytest.raises(ValueError, match=message):
         call(metrics)
+
+
+def test_coherence_rip_ratios_against_loops():
+    from grokkit import theory
+
+    rs = np.random.RandomState(4)
+    A, B = rs.randn(9, 4), rs.randn(9, 5)
+    A, B = A / np.linalg.norm(A, axis=0), B / np.linalg.norm(B, axis=0)
+    M = A.T @ B
+    mu = np.abs(M).max()  # unit-norm columns
+    for s in (1, 2, 3):
+        got = theory.coherence_rip_ratios(A, B, s)
+        top = max(np.linalg.norm(M[:, list(J)], 2) for J in itertools.combinations(range(5), s))
+        assert got["a"] == pytest.approx(max(1 / (4 * np.sqrt(s)), 1 / (s * 2)) * top / mu, rel=1e-12)
+        assert got["b"] == pytest.approx(mu / (2 * np.linalg.norm(M, 2)), rel=1e-12)
+        d_s, d_n = _delta_by_loops(M, s), _delta_by_loops(M, 5)
+        assert got["d"] == pytest.approx(mu / np.sqrt(4 * (1 + d_n)), rel=1e-12)
+        if d_s < 1:
+            assert got["c"] == pytest.approx(np.sqrt(max(4, s)) / (4 * s) * np.sqrt(1 - d_s) / mu, rel=1e-12)
+            assert got["e"] == pytest.approx(np.sqrt(1 - d_s) / ((4 + s) / 2 * mu), rel=1e-12)
+        else:
+            assert math.isnan(got["c"]) and math.isnan(got["e"])
+        assert max(v for v in got.values() if not math.isnan(v)) <= 1
+    with pytest.raises(ValueError, match=r"A and B must be matrices with the same number of rows, got shapes \(9, 4\) and \(8, 5\)"):
+        theory.coherence_rip_ratios(A, B[:8], 1)
+    with pytest.raises(ValueError, match=r"s must be an integer in \[1, n\] = \[1, 5\], got 6"):
+        theory.coherence_rip_ratios(A, B, 6)
