@@ -47,6 +47,36 @@ def dictionary(n: int, kind: str = "identity", seed: int = 0) -> np.ndarray:
     return phi
 
 
+def orthonormal_reduction(phi: np.ndarray, b_star: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The paper's reduction of a dictionary to an orthonormal basis (§C.3): for
+    :math:`\Phi \in \mathbb R^{n\times m}` with m ≤ n linearly independent columns and
+    :math:`b^* \in \mathbb R^m`, with :math:`\Phi^\perp` an orthonormal basis of the orthogonal
+    complement of its range and :math:`\Psi = [\Phi\ \Phi^\perp]`,
+
+    .. math:: \tilde\Phi = \Psi(\Psi^\top\Psi)^{-1/2}, \qquad
+              \tilde b^* = (\Psi^\top\Psi)^{1/2}\begin{bmatrix} b^* \\ 0\end{bmatrix},
+
+    so that :math:`\tilde\Phi` is orthonormal and :math:`\tilde\Phi\tilde b^* = \Phi b^*`. Returns
+    :math:`(\tilde\Phi, \tilde b^*)`. (The paper claims :math:`\|\tilde b^*\|_0 = \|b^*\|_0`, which needs
+    :math:`\Phi^\top\Phi` diagonal.)"""
+    check_finite("phi", phi)
+    check_finite("b_star", b_star)
+    phi, b_star = np.asarray(phi, dtype=float), np.asarray(b_star, dtype=float)
+    if phi.ndim != 2 or phi.shape[1] > phi.shape[0]:
+        raise ValueError(f"phi must be an n x m matrix with m <= n, got shape {phi.shape}")
+    n, m = phi.shape
+    if b_star.shape != (m,):
+        raise ValueError(f"b_star must have shape (m,) = ({m},), got {b_star.shape}")
+    if np.linalg.matrix_rank(phi) < m:
+        raise ValueError(f"phi must have linearly independent columns (rank m = {m}), "
+                         f"got rank {np.linalg.matrix_rank(phi)}")
+    U = np.linalg.svd(phi)[0]
+    psi = np.hstack([phi, U[:, m:]])  # U[:, m:]: an orthonormal basis of range(phi)'s complement
+    lam, V = np.linalg.eigh(psi.T @ psi)
+    root, inv_root = (V * np.sqrt(lam)) @ V.T, (V / np.sqrt(lam)) @ V.T
+    return psi @ inv_root, root @ np.concatenate([b_star, np.zeros(n - m)])
+
+
 def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
     r"""Sparse :math:`b^*`: ``s`` entries at random positions, values :math:`\mathcal N(0, 1/n)` (§C.5)."""
     n = check_int("n", n, 1)

@@ -258,3 +258,30 @@ def test_coherence_rip_ratios_against_loops():
         theory.coherence_rip_ratios(A, B[:8], 1)
     with pytest.raises(ValueError, match=r"s must be an integer in \[1, n\] = \[1, 5\], got 6"):
         theory.coherence_rip_ratios(A, B, 6)
+
+
+# --- the reduction of Section C.3 ---------------------------------------------------------------
+
+
+def test_orthonormal_reduction_keeps_the_signal_and_loses_sparsity_unless_atoms_are_orthogonal():
+    rs = np.random.RandomState(6)
+    phi = rs.randn(9, 6)
+    b = np.zeros(6)
+    b[[1, 4]] = [1.0, -2.0]
+    phi_t, b_t = data.orthonormal_reduction(phi, b)
+    np.testing.assert_allclose(phi_t.T @ phi_t, np.eye(9), atol=1e-12)
+    np.testing.assert_allclose(phi_t @ b_t, phi @ b, atol=1e-12)
+    # independent: b~* = [(Phi^T Phi)^(1/2) b*; 0] with scipy's matrix square root
+    from scipy.linalg import sqrtm
+    np.testing.assert_allclose(b_t, np.r_[np.real(sqrtm(phi.T @ phi)) @ b, np.zeros(3)], atol=1e-10)
+    assert np.count_nonzero(np.abs(b_t) > 1e-12) == 6
+    D = rs.uniform(0.5, 2, 6)
+    Q = np.linalg.qr(rs.randn(9, 6))[0]
+    phi_t, b_t = data.orthonormal_reduction(Q * D, b)
+    np.testing.assert_allclose(b_t, np.r_[D * b, np.zeros(3)], atol=1e-12)  # orthogonal atoms: same support
+    with pytest.raises(ValueError, match=r"phi must be an n x m matrix with m <= n, got shape \(3, 4\)"):
+        data.orthonormal_reduction(np.ones((3, 4)), np.ones(4))
+    with pytest.raises(ValueError, match=r"b_star must have shape \(m,\) = \(6,\), got \(5,\)"):
+        data.orthonormal_reduction(phi, np.ones(5))
+    with pytest.raises(ValueError, match=r"phi must have linearly independent columns \(rank m = 2\), got rank 1"):
+        data.orthonormal_reduction(np.ones((3, 2)), np.ones(2))
