@@ -172,6 +172,60 @@ def generalization_delay_code(b_hat: np.ndarray, b_star: np.ndarray, alpha, beta
         return np.abs(b_hat - b_star).max() / (alpha * beta1)
 
 
+def gaussian_coherence_bound(n: int, N: int, alpha: float, beta) -> tuple[np.ndarray, np.ndarray]:
+    r"""Theorem C.1 as stated: for :math:`X \in \mathbb R^{N\times n}` with :math:`n^\alpha X_{ij}`
+    i.i.d. :math:`\mathcal N(0, 1)` and orthonormal columns :math:`\Phi \in \mathbb R^{n\times m}`,
+    :math:`\mu(X^\top, \Phi) \le 2\beta\sqrt{\ln(nN)}/n^\alpha` with probability at least
+    :math:`1 - 1/(nN)^{2\beta^2-1}`. Returns (the bound, the failure probability
+    :math:`(nN)^{1-2\beta^2}`) for each ``beta`` > 0 (the theorem assumes β > 1; below, the
+    "probability" exceeds 1 from :math:`\beta = 1/\sqrt 2` down); α > 0."""
+    n, N = check_int("n", n, 1), check_int("N", N, 1)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    beta = check_grid("beta", beta, 0.0)
+    return 2 * beta * math.sqrt(math.log(n * N)) / n**alpha, float(n * N) ** (1 - 2 * beta**2)
+
+
+def gaussian_coherence_exceedance(n: int, N: int, m: int, beta) -> np.ndarray:
+    r"""The exact probability that :math:`\max_{i,j}|\langle X_{i,:}, \Phi_{:,j}\rangle|` exceeds the bound
+    :math:`2\beta\sqrt{\ln(nN)}/n^\alpha` of Theorem C.1 (the inner products unnormalised): for
+    orthonormal columns they are N·m independent :math:`\mathcal N(0, n^{-2\alpha})` variables, so it is
+
+    .. math:: 1 - \big(1 - \operatorname{erfc}(\beta\sqrt{2\ln(nN)})\big)^{Nm},
+
+    whatever α. ``beta`` > 0, a number or an array."""
+    from scipy.special import erfc
+
+    n, N = check_int("n", n, 1), check_int("N", N, 1)
+    m = check_int("m", m, 1, n, high_name="n")
+    beta = check_grid("beta", beta, 0.0)
+    return -np.expm1(N * m * np.log1p(-erfc(beta * np.sqrt(2 * np.log(n * N)))))
+
+
+def gaussian_coherence_monte_carlo(n: int, N: int, m: int, alpha: float, draws: int,
+                                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""Monte-Carlo sample for Theorem C.1: ``draws`` matrices :math:`X \in \mathbb R^{N\times n}` with
+    :math:`n^\alpha X_{ij}` i.i.d. :math:`\mathcal N(0, 1)`, against the first m columns
+    :math:`\Phi` of a random orthonormal basis (:func:`grokkit.data.dictionary`, drawn once). Returns
+    (draws,) arrays of the unnormalised :math:`\max_{i,j}|\langle X_{i,:}, \Phi_{:,j}\rangle|` and of the
+    coherence :math:`\mu(X^\top, \Phi)` (Definition C.3, normalised: it does not depend on α)."""
+    from grokkit.data import dictionary
+
+    n, N = check_int("n", n, 1), check_int("N", N, 1)
+    m = check_int("m", m, 1, n, high_name="n")
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    draws = check_int("draws", draws, 1)
+    seed = check_seed("seed", seed)
+    phi = dictionary(n, "orthonormal", seed)[:, :m]
+    rs = np.random.RandomState([seed, 1])
+    raw, normalised = [], []
+    for chunk in np.array_split(np.arange(draws), max(1, draws * N * n // 2_000_000)):
+        X = rs.randn(len(chunk), N, n) / n**alpha
+        inner = np.abs(X @ phi)
+        raw.append(inner.max(axis=(1, 2)))
+        normalised.append((inner / np.linalg.norm(X, axis=2, keepdims=True)).max(axis=(1, 2)))
+    return np.concatenate(raw), np.concatenate(normalised)
+
+
 def coherence_rip_ratios(A: np.ndarray, B: np.ndarray, s: int) -> dict[str, float]:
     r"""Proposition C.4 on one pair (A, B) and one support size ``s``: each inequality as the ratio
     of its left side to its right side (at most 1 when it holds), the worst over every support

@@ -285,3 +285,38 @@ def test_orthonormal_reduction_keeps_the_signal_and_loses_sparsity_unless_atoms_
         data.orthonormal_reduction(phi, np.ones(5))
     with pytest.raises(ValueError, match=r"phi must have linearly independent columns \(rank m = 2\), got rank 1"):
         data.orthonormal_reduction(np.ones((3, 2)), np.ones(2))
+
+
+# --- Theorem C.1 -----------------------------------------------------------------------------------
+
+
+def test_gaussian_coherence_monte_carlo_against_loops_and_the_exact_probability():
+    from grokkit import theory
+
+    raw, mu = theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.7, 4, seed=2)
+    phi = data.dictionary(12, "orthonormal", 2)[:, :5]
+    rs = np.random.RandomState([2, 1])
+    for k in range(4):
+        X = rs.randn(3, 12) / 12**0.7
+        assert raw[k] == pytest.approx(max(abs(X[i] @ phi[:, j]) for i in range(3) for j in range(5)), rel=1e-12)
+        assert mu[k] == pytest.approx(data.coherence(X.T, phi), rel=1e-12)
+    raw2, mu2 = theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.2, 4, seed=2)
+    np.testing.assert_allclose(raw2, raw * 12 ** 0.5, rtol=1e-12)  # scale n^-alpha
+    np.testing.assert_allclose(mu2, mu, rtol=1e-12)  # the coherence is scale free
+    # exact probability: N m independent standard normals against 2 beta sqrt(ln nN)
+    from scipy.stats import norm
+    u = 2 * 0.8 * np.sqrt(np.log(36))
+    assert float(theory.gaussian_coherence_exceedance(12, 3, 5, 0.8)) == pytest.approx(
+        1 - (1 - 2 * norm.sf(u)) ** 15, rel=1e-10)
+    big = theory.gaussian_coherence_monte_carlo(20, 4, 20, 0.5, 4000, seed=1)[0]
+    freq = (big > 2 * 0.7 * np.sqrt(np.log(80)) / 20**0.5).mean()
+    exact = float(theory.gaussian_coherence_exceedance(20, 4, 20, 0.7))
+    assert abs(freq - exact) < 4 * np.sqrt(exact * (1 - exact) / 4000)
+    bound, prob = theory.gaussian_coherence_bound(20, 4, 0.5, 1.2)
+    assert bound == pytest.approx(2.4 * np.sqrt(np.log(80)) / np.sqrt(20)) and prob == pytest.approx(80 ** (1 - 2 * 1.44))
+    with pytest.raises(ValueError, match=r"beta must be in \(0\.0, inf\), got 0\.0"):
+        theory.gaussian_coherence_bound(20, 4, 0.5, 0.0)
+    with pytest.raises(ValueError, match=r"m must be an integer in \[1, n\] = \[1, 12\], got 13"):
+        theory.gaussian_coherence_monte_carlo(12, 3, 13, 0.5, 2)
+    with pytest.raises(ValueError, match=r"alpha must be in \(0\.0, inf\), got 0\.0"):
+        theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.0, 2)
