@@ -226,6 +226,38 @@ def gaussian_coherence_monte_carlo(n: int, N: int, m: int, alpha: float, draws: 
     return np.concatenate(raw), np.concatenate(normalised)
 
 
+ENSEMBLES = ("gaussian", "bernoulli")
+
+
+def rip_monte_carlo(n: int, s_grid, N_grid, supports: int, *, ensemble: str = "gaussian",
+                    seed: int = 0) -> np.ndarray:
+    r"""Monte-Carlo lower bounds on the restricted isometry constant :math:`\delta_s(X)` (Definition
+    C.1) of random measurement matrices :math:`X \in \mathbb R^{N\times n}` normalised so that
+    :math:`\mathbb E\|Xx\|_2^2 = \|x\|_2^2` (Theorem C.2): ``ensemble`` ``"gaussian"`` (entries
+    :math:`\mathcal N(0, 1/N)`, the authors' code's variance) or ``"bernoulli"`` (:math:`\pm 1/\sqrt N`).
+    One matrix per N (seeded from ``seed`` and N), shared by every s; for each s the maximum over
+    ``supports`` random supports (:func:`grokkit.metrics.restricted_isometry_sample`). Returns an
+    array (len(s_grid), len(N_grid))."""
+    from grokkit.metrics import restricted_isometry_sample
+
+    n = check_int("n", n, 1)
+    s_grid = [check_int("s_grid", s, 1, n, high_name="n") for s in np.atleast_1d(s_grid)]
+    N_grid = [check_int("N_grid", N, 1) for N in np.atleast_1d(N_grid)]
+    if not s_grid or not N_grid:
+        raise ValueError(f"s_grid and N_grid must be non-empty, got {s_grid} and {N_grid}")
+    supports = check_int("supports", supports, 1)
+    check_option("ensemble", ensemble, ENSEMBLES)
+    seed = check_seed("seed", seed)
+    out = np.empty((len(s_grid), len(N_grid)))
+    for j, N in enumerate(N_grid):
+        rs = np.random.RandomState([seed, N])
+        X = rs.randn(N, n) if ensemble == "gaussian" else rs.choice([-1.0, 1.0], size=(N, n))
+        X /= math.sqrt(N)
+        for i, s in enumerate(s_grid):
+            out[i, j] = restricted_isometry_sample(X, s, supports, seed=seed).delta
+    return out
+
+
 def coherence_rip_ratios(A: np.ndarray, B: np.ndarray, s: int) -> dict[str, float]:
     r"""Proposition C.4 on one pair (A, B) and one support size ``s``: each inequality as the ratio
     of its left side to its right side (at most 1 when it holds), the worst over every support

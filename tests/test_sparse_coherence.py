@@ -320,3 +320,25 @@ def test_gaussian_coherence_monte_carlo_against_loops_and_the_exact_probability(
         theory.gaussian_coherence_monte_carlo(12, 3, 13, 0.5, 2)
     with pytest.raises(ValueError, match=r"alpha must be in \(0\.0, inf\), got 0\.0"):
         theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.0, 2)
+
+
+# --- Theorem C.2 -----------------------------------------------------------------------------------
+
+
+def test_rip_monte_carlo_against_the_sampled_supports_of_the_seeded_matrices():
+    from grokkit import metrics, theory
+
+    got = theory.rip_monte_carlo(15, [1, 3], [4, 9], 50, ensemble="gaussian", seed=3)
+    for j, N in enumerate([4, 9]):
+        X = np.random.RandomState([3, N]).randn(N, 15) / np.sqrt(N)
+        for i, s in enumerate([1, 3]):
+            assert got[i, j] == pytest.approx(metrics.restricted_isometry_sample(X, s, 50, seed=3).delta, rel=1e-12)
+    # Bernoulli columns have unit norm: delta_1 = 0 exactly
+    bern = theory.rip_monte_carlo(15, [1, 2], [4, 9], 50, ensemble="bernoulli", seed=3)
+    assert np.abs(bern[0]).max() < 1e-12 and (bern[1] > 0).all()
+    with pytest.raises(ValueError, match=r"ensemble must be one of 'gaussian', 'bernoulli', got 'rademacher'"):
+        theory.rip_monte_carlo(15, [1], [4], 5, ensemble="rademacher")
+    with pytest.raises(ValueError, match=r"s_grid must be an integer in \[1, n\] = \[1, 15\], got 16"):
+        theory.rip_monte_carlo(15, [16], [4], 5)
+    with pytest.raises(ValueError, match=r"supports must be an integer in \[1, inf\), got 0"):
+        theory.rip_monte_carlo(15, [1], [4], 0)
