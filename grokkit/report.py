@@ -49,7 +49,7 @@ def _device(name: str, value: Any) -> None:
 # kernels' check, on the machine that runs them.
 PARAMETER_CHECKS = {
     **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps", "trials", "d", "c", "width", "hidden",
-                     "embedding", "n_train", "n_test"), _count),
+                     "embedding", "n_train", "n_test", "m", "q", "supports", "vectors"), _count),
     "modulus": lambda name, value: check_int(name, value, 2),  # p of x1 + x2 mod p
     "train_fraction": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "batch_size": lambda name, value: value is None or _count(name, value),
