@@ -144,6 +144,8 @@ def test_heat_map_and_curve_family():
     np.testing.assert_array_equal(mesh.get_array().reshape(2, 3), values)
     assert mesh.norm.vmin == 1e-8 and mesh.norm.vmax == 1.0 and ax.get_xlim() == (-4.0, 41.0)
     assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "error"
+    np.testing.assert_array_equal(ax.get_xticks(), [1, 11, 31])
+    np.testing.assert_array_equal(ax.get_yticks(), [2, 5])
     fig, ax = plots.new_figure()
     plots.curve_family(ax, [0, 1], [[0, 1], [1, 2], [2, 3]], [1, 10, 100], label="$N$", log=True)
     lines = ax.get_lines()
