@@ -89,7 +89,9 @@ def check_grid(name: str, values: Any, low: float = -math.inf, high: float = mat
 
 def check_finite(name: str, array: Any) -> None:
     """Raise unless every entry of ``array`` (numpy or torch) is finite, quoting the first bad entry."""
-    a = array if hasattr(array, "isfinite") else np.asarray(array, dtype=float)  # torch tensors have isfinite
+    a = array if hasattr(array, "isfinite") else np.asarray(array)  # torch tensors have isfinite
+    if not hasattr(a, "isfinite") and not np.iscomplexobj(a):  # complex arrays (a Fourier basis) stay complex
+        a = np.asarray(a, dtype=float)
     finite = a.isfinite() if hasattr(a, "isfinite") else np.isfinite(a)
     if not finite.all():
         bad = np.argwhere(np.asarray((~finite).cpu() if hasattr(finite, "cpu") else ~finite))

@@ -7,6 +7,7 @@ under ``$GROKKIT_CACHE`` when it is set (:mod:`grokkit.cache`).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -59,6 +60,93 @@ def lasso(X: np.ndarray, y: np.ndarray, beta1: float, beta2: float = 0.0, solver
     b = cp.Variable(X.shape[1])
     f = 0.5 * cp.sum_squares(X @ b - y) + 0.5 * beta2 * cp.sum_squares(b) + beta1 * cp.norm(b, 1)
     return _solve(cp.Problem(cp.Minimize(f)), b, solver)
+
+
+@dataclass(frozen=True)
+class RecoverySweep:
+    r"""Outcome of :func:`sparse_recovery_sweep`: ``error`` (T, S, K, trials) the relative recovery
+    error :math:`\|b - b^*\|_2/\|b^*\|_2` of basis pursuit for each τ of ``tau`` (T,), s of ``s``
+    (S,), N of ``N`` (K,) and trial; ``eps`` (None: the equality constraint) and the ``solver``;
+    ``inaccurate`` the number of solves the solver flagged as inaccurate."""
+
+    n: int
+    s: np.ndarray
+    N: np.ndarray
+    tau: np.ndarray
+    error: np.ndarray
+    threshold: float
+    eps: float | None
+    solver: str
+    inaccurate: int
+
+    @property
+    def mean_error(self) -> np.ndarray:
+        """(T, S, K) the error averaged over the trials."""
+        return self.error.mean(axis=-1)
+
+    @property
+    def N_min(self) -> np.ndarray:
+        r"""(T, S) :math:`N_\min(s, \tau)`: the first N of the grid whose mean error is below
+        ``threshold`` (the authors' rule, spec §1.2); inf where no N of the grid reaches it."""
+        below = self.mean_error < self.threshold
+        return np.where(below.any(axis=-1), self.N[np.argmax(below, axis=-1)], np.inf)
+
+
+@cached
+def sparse_recovery_sweep(n: int, s_grid, N_grid, tau_grid, trials: int, *, eps: float | None = 1e-8,
+                          variance: str = "1/N", threshold: float = 1e-6, solver: str = "CLARABEL",
+                          seed: int = 0, progress: bool | None = None) -> RecoverySweep:
+    r"""Recovery of a sparse :math:`b^*` by basis pursuit (P1) over a grid of sparsities s, numbers
+    of measurements N and coherence parameters τ (paper §C.4–C.5, Figures 6 and 7).
+
+    For each trial, one :math:`b^* \in \mathbb R^n` per s (:func:`grokkit.data.sparse_signal`) and
+    one measurement matrix per (τ, N) (:func:`grokkit.data.measurement_matrix` with
+    :math:`\Phi = I_n`, ``variance`` ``"1/N"`` as the authors' code or ``"1/n"`` as the paper,
+    :math:`\lfloor\tau N\rfloor` rows canonical vectors) are drawn, seeded from ``seed``, the trial
+    and the values of s, or of τ and N: the same :math:`b^*` across τ and N, the same X across s
+    (common random numbers), and the same draws for the values two sweeps share. Noiseless
+    :math:`y^* = \tilde Xb^*`; :func:`basis_pursuit` with ``eps``: None solves the paper's
+    (P1-noiseless) :math:`\tilde Xb = y^*`, a number the authors' code's
+    :math:`\|\tilde Xb - y^*\|_2 \le \varepsilon` (they use 1e-8). :math:`N_\min(s, \tau)` is read off
+    with ``threshold`` (:attr:`RecoverySweep.N_min`)."""
+    from grokkit import data
+    from grokkit.kernels.run import Progress
+
+    n = check_int("n", n, 1)
+    s_grid = [check_int("s_grid", s, 1, n, high_name="n") for s in np.atleast_1d(s_grid)]
+    N_grid = [check_int("N_grid", N, 1) for N in np.atleast_1d(N_grid)]
+    tau_grid = [check_range("tau_grid", t, 0.0, 1.0) for t in np.atleast_1d(tau_grid)]
+    for name, grid in (("s_grid", s_grid), ("N_grid", N_grid), ("tau_grid", tau_grid)):
+        if not grid or any(b <= a for a, b in zip(grid, grid[1:])):
+            raise ValueError(f"{name} must be a non-empty increasing list, got {show(list(grid))}")
+    trials = check_int("trials", trials, 1)
+    eps = None if eps is None else check_range("eps", eps, 0.0, closed="left")
+    data._variance(variance, n, 1)
+    threshold = check_range("threshold", threshold, 0.0, closed="neither")
+    seed = check_seed("seed", seed)
+
+    def draw_seed(*key):  # a seed for each value (not index) of the grid: sweeps share their common draws
+        return int(np.random.SeedSequence([seed, *key]).generate_state(1)[0])
+
+    phi = np.eye(n)
+    error = np.empty((len(tau_grid), len(s_grid), len(N_grid), trials))
+    inaccurate = 0
+    bar = Progress("sparse_recovery_sweep", error.size, progress)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        for k in range(trials):
+            stars = [data.sparse_signal(n, s, draw_seed(0, k, s)) for s in s_grid]
+            for i, tau in enumerate(tau_grid):
+                for j, N in enumerate(N_grid):
+                    X = data.measurement_matrix(N, phi, tau, variance, draw_seed(1, k, N, round(tau * 10**6)))
+                    for m, b_star in enumerate(stars):
+                        sol = basis_pursuit.__wrapped__(X, X @ b_star, eps, solver)
+                        inaccurate += sol.status != cp.OPTIMAL
+                        error[i, m, j, k] = np.linalg.norm(sol.b - b_star) / np.linalg.norm(b_star)
+                        bar.update(1)
+    bar.close()
+    return RecoverySweep(n=n, s=np.array(s_grid), N=np.array(N_grid), tau=np.array(tau_grid), error=error,
+                         threshold=threshold, eps=eps, solver=solver, inaccurate=int(inaccurate))
 
 
 # --- Matrix factorization: nuclear-norm minimisation (P5), App. D.5 ---------------------------

@@ -47,6 +47,36 @@ def dictionary(n: int, kind: str = "identity", seed: int = 0) -> np.ndarray:
     return phi
 
 
+def orthonormal_reduction(phi: np.ndarray, b_star: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The paper's reduction of a dictionary to an orthonormal basis (§C.3): for
+    :math:`\Phi \in \mathbb R^{n\times m}` with m ≤ n linearly independent columns and
+    :math:`b^* \in \mathbb R^m`, with :math:`\Phi^\perp` an orthonormal basis of the orthogonal
+    complement of its range and :math:`\Psi = [\Phi\ \Phi^\perp]`,
+
+    .. math:: \tilde\Phi = \Psi(\Psi^\top\Psi)^{-1/2}, \qquad
+              \tilde b^* = (\Psi^\top\Psi)^{1/2}\begin{bmatrix} b^* \\ 0\end{bmatrix},
+
+    so that :math:`\tilde\Phi` is orthonormal and :math:`\tilde\Phi\tilde b^* = \Phi b^*`. Returns
+    :math:`(\tilde\Phi, \tilde b^*)`. (The paper claims :math:`\|\tilde b^*\|_0 = \|b^*\|_0`, which needs
+    :math:`\Phi^\top\Phi` diagonal.)"""
+    check_finite("phi", phi)
+    check_finite("b_star", b_star)
+    phi, b_star = np.asarray(phi, dtype=float), np.asarray(b_star, dtype=float)
+    if phi.ndim != 2 or phi.shape[1] > phi.shape[0]:
+        raise ValueError(f"phi must be an n x m matrix with m <= n, got shape {phi.shape}")
+    n, m = phi.shape
+    if b_star.shape != (m,):
+        raise ValueError(f"b_star must have shape (m,) = ({m},), got {b_star.shape}")
+    if np.linalg.matrix_rank(phi) < m:
+        raise ValueError(f"phi must have linearly independent columns (rank m = {m}), "
+                         f"got rank {np.linalg.matrix_rank(phi)}")
+    U = np.linalg.svd(phi)[0]
+    psi = np.hstack([phi, U[:, m:]])  # U[:, m:]: an orthonormal basis of range(phi)'s complement
+    lam, V = np.linalg.eigh(psi.T @ psi)
+    root, inv_root = (V * np.sqrt(lam)) @ V.T, (V / np.sqrt(lam)) @ V.T
+    return psi @ inv_root, root @ np.concatenate([b_star, np.zeros(n - m)])
+
+
 def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
     r"""Sparse :math:`b^*`: ``s`` entries at random positions, values :math:`\mathcal N(0, 1/n)` (§C.5)."""
     n = check_int("n", n, 1)
@@ -133,11 +163,58 @@ def coherence(A: np.ndarray, B: np.ndarray | None = None) -> float:
         check_finite("B", B)
     An = A / np.linalg.norm(A, axis=0, keepdims=True)
     if B is None:
-        C = np.abs(An.T @ An)
+        C = np.abs(An.conj().T @ An)
         np.fill_diagonal(C, 0.0)
     else:
-        C = np.abs(An.T @ (B / np.linalg.norm(B, axis=0, keepdims=True)))
+        C = np.abs(An.conj().T @ (B / np.linalg.norm(B, axis=0, keepdims=True)))
     return float(C.max())
+
+
+def measurement_coherences(n: int, N_grid, tau_grid, trials: int, *, basis: str = "orthonormal",
+                           variance: float | str = "1/N", seed: int = 0) -> np.ndarray:
+    r"""Monte-Carlo sample of the coherence :math:`\mu(X^\top, \Phi)` between the measurements (rows
+    of X) and the atoms (Definition C.3) against N and τ (Figure 6a): an array (T, K, ``trials``)
+    for the T values of ``tau_grid`` and the K of ``N_grid``.
+
+    :math:`\Phi` = :func:`dictionary` (n, ``basis``, ``seed``) is drawn once (the authors' code: a
+    random orthonormal basis); each X is :func:`measurement_matrix` (N, Φ, τ, ``variance``) with its
+    own seed, from ``seed``, the trial and the values of N and τ."""
+    n = check_int("n", n, 1)
+    N_grid = [check_int("N_grid", N, 1) for N in np.atleast_1d(N_grid)]
+    tau_grid = [check_range("tau_grid", t, 0.0, 1.0) for t in np.atleast_1d(tau_grid)]
+    if not N_grid or not tau_grid:
+        raise ValueError(f"N_grid and tau_grid must be non-empty, got {show(N_grid)} and {show(tau_grid)}")
+    trials = check_int("trials", trials, 1)
+    check_option("basis", basis, BASES)
+    _variance(variance, n, 1)
+    seed = check_seed("seed", seed)
+    phi = dictionary(n, basis, seed)
+    out = np.empty((len(tau_grid), len(N_grid), trials))
+    for i, tau in enumerate(tau_grid):
+        for j, N in enumerate(N_grid):
+            for k in range(trials):
+                key = np.random.SeedSequence([seed, k, N, round(tau * 10**6)]).generate_state(1)[0]
+                out[i, j, k] = coherence(measurement_matrix(N, phi, tau, variance, int(key)).T, phi)
+    return out
+
+
+def one_coherence(A: np.ndarray, s: int) -> float:
+    r"""The 1-coherence (Definition C.3)
+
+    .. math:: \mu_1(A, s) = \max_i\max_{J\subseteq[n]\setminus\{i\},\,|J|\le s}\sum_{j\in J}
+              \frac{|\langle a_i, a_j\rangle|}{\|a_i\|\|a_j\|},
+
+    the largest sum of the ``s`` largest normalised off-diagonal entries of a row of
+    :math:`|A^\top A|`: at most :math:`s\mu(A)` (:func:`coherence`). ``s`` in [1, n − 1]."""
+    check_finite("A", A)
+    A = np.asarray(A)
+    if A.ndim != 2 or A.shape[1] < 2:
+        raise ValueError(f"A must be a matrix with at least 2 columns, got shape {A.shape}")
+    s = check_int("s", s, 1, A.shape[1] - 1, high_name="n - 1")
+    An = A / np.linalg.norm(A, axis=0, keepdims=True)
+    C = np.abs(An.conj().T @ An)
+    np.fill_diagonal(C, 0.0)
+    return float(np.sort(C, axis=1)[:, -s:].sum(axis=1).max())
 
 
 @dataclass(frozen=True)

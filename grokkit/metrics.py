@@ -16,11 +16,13 @@ one row per configuration, (G, T), recorded at ``steps`` (T,), T the number of r
 """
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, show
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
 
 
 def _records(steps: np.ndarray, curve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,6 +260,115 @@ def effective_rank(singular_values: np.ndarray) -> np.ndarray:
                          "not an effective rank)")
     p = sigma / total
     return np.exp(-np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1))
+
+
+MAX_SUPPORTS = 2_000_000  # supports that restricted_isometry enumerates at most
+
+
+@dataclass(frozen=True)
+class RestrictedIsometry:
+    r"""The Gram matrices :math:`A_J^\top A_J` of C supports J of one size s (Definition C.1):
+    ``supports`` (C, s) column indices, ``lambda_min`` and ``lambda_max`` (C,) their extreme
+    eigenvalues, ``one_norm`` (C,) :math:`\|A_J^\top A_J - I_s\|_{1\to 1}` (Proposition C.3)."""
+
+    supports: np.ndarray
+    lambda_min: np.ndarray
+    lambda_max: np.ndarray
+    one_norm: np.ndarray
+
+    @property
+    def deltas(self) -> np.ndarray:
+        r"""(C,) :math:`\|A_J^\top A_J - I_s\|_{2\to 2} = \max(1 - \lambda_\min, \lambda_\max - 1)` per support."""
+        return np.maximum(1.0 - self.lambda_min, self.lambda_max - 1.0)
+
+    @property
+    def delta(self) -> float:
+        r""":math:`\delta_s = \max_J\|A_J^\top A_J - I_s\|_{2\to 2}` over the supports: the restricted
+        isometry constant when they are all the supports, a lower bound when they are a sample."""
+        return float(self.deltas.max())
+
+    @property
+    def worst(self) -> np.ndarray:
+        """The support that attains :attr:`delta`."""
+        return self.supports[np.argmax(self.deltas)]
+
+    @property
+    def condition(self) -> float:
+        r""":math:`\max_J\operatorname{cond}(A_J^\top A_J) = \max_J\lambda_\max/\lambda_\min` (inf if some
+        :math:`A_J` is rank deficient)."""
+        with np.errstate(divide="ignore"):
+            return float(np.max(np.where(self.lambda_min > 0, self.lambda_max / self.lambda_min, np.inf)))
+
+
+def _gram_spectra(A: np.ndarray, supports: np.ndarray) -> RestrictedIsometry:
+    lo, hi, one = [], [], []
+    for chunk in np.array_split(supports, max(1, len(supports) // 20_000)):
+        sub = A[:, chunk].transpose(1, 0, 2)  # (C, m, s)
+        gram = np.einsum("cmi,cmj->cij", sub.conj(), sub)
+        lam = np.linalg.eigvalsh(gram)
+        lo.append(lam[:, 0])
+        hi.append(lam[:, -1])
+        one.append(np.abs(gram - np.eye(chunk.shape[1])).sum(axis=1).max(axis=1))
+    return RestrictedIsometry(supports=supports, lambda_min=np.concatenate(lo), lambda_max=np.concatenate(hi),
+                              one_norm=np.concatenate(one))
+
+
+def _matrix_and_size(A, s) -> tuple[np.ndarray, int]:
+    check_finite("A", A)
+    A = np.asarray(A)
+    if A.ndim != 2:
+        raise ValueError(f"A must be a matrix (2-d array), got shape {A.shape}")
+    return A, check_int("s", s, 1, A.shape[1], high_name="n")
+
+
+def restricted_isometry(A: np.ndarray, s: int) -> RestrictedIsometry:
+    r"""Every support of size ``s`` of the columns of A (m, n), for the exact restricted isometry
+    constant (Definition C.1)
+
+    .. math:: \delta_s(A) = \max_{|J| = s}\|A_J^\top A_J - I_s\|_{2\to 2},
+
+    the smallest δ with :math:`(1-\delta)\|x\|_2^2 \le \|Ax\|_2^2 \le (1+\delta)\|x\|_2^2` for every
+    s-sparse x (:attr:`RestrictedIsometry.delta`). Enumerates :math:`\binom ns` supports, at most
+    :data:`MAX_SUPPORTS`: for larger matrices, :func:`restricted_isometry_sample`."""
+    A, s = _matrix_and_size(A, s)
+    count = math.comb(A.shape[1], s)
+    if count > MAX_SUPPORTS:
+        raise ValueError(f"s must leave at most {MAX_SUPPORTS} supports to enumerate (C(n, s) = C({A.shape[1]}, {s}) "
+                         f"= {count}); use restricted_isometry_sample, got s = {s}")
+    supports = np.array(list(itertools.combinations(range(A.shape[1]), s)), dtype=int).reshape(count, s)
+    return _gram_spectra(A, supports)
+
+
+def restricted_isometry_sample(A: np.ndarray, s: int, draws: int, seed: int = 0) -> RestrictedIsometry:
+    r"""``draws`` supports of size ``s`` drawn uniformly at random (seeded): a Monte-Carlo lower
+    bound :math:`\max_{J \in \text{sample}}\|A_J^\top A_J - I_s\|_{2\to 2} \le \delta_s(A)` on the restricted
+    isometry constant (Definition C.1, Theorem C.2), for matrices too large to enumerate."""
+    A, s = _matrix_and_size(A, s)
+    draws = check_int("draws", draws, 1)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    supports = np.sort(np.argsort(rs.rand(draws, A.shape[1]), axis=1)[:, :s], axis=1)
+    return _gram_spectra(A, supports)
+
+
+def low_rank_isometry_ratios(F: np.ndarray, shape, r: int, draws: int, seed: int = 0) -> np.ndarray:
+    r"""Monte-Carlo sample of :math:`\|\mathcal F(X)\|_2^2/\|X\|_F^2` over ``draws`` random matrices X of
+    rank ``r`` and ``shape`` (n1, n2) (Definition C.2): :math:`X = UV^\top` with Gaussian factors,
+    :math:`\mathcal F(X) = F\operatorname{vec}(X)` for F (q, n1·n2) on the column-major vec. Every
+    ratio lies in :math:`[1-\delta_r, 1+\delta_r]`, so :math:`\max|\text{ratio} - 1|` is a lower
+    bound on the rank-r restricted isometry constant :math:`\delta_r(\mathcal F)`."""
+    check_finite("F", F)
+    F = np.asarray(F)
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ValueError(f"shape must be a pair (n1, n2), got {show(shape)}")
+    n1, n2 = check_int("n1", shape[0], 1), check_int("n2", shape[1], 1)
+    if F.ndim != 2 or F.shape[1] != n1 * n2:
+        raise ValueError(f"F must have shape (q, n1*n2) = (q, {n1 * n2}), got {F.shape}")
+    r = check_int("r", r, 1, min(n1, n2), high_name="min(n1, n2)")
+    draws = check_int("draws", draws, 1)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    X = rs.randn(draws, n1, r) @ rs.randn(draws, r, n2)
+    vecs = X.transpose(0, 2, 1).reshape(draws, n1 * n2)  # column-major vec of each X
+    return np.sum((vecs @ F.T) ** 2, axis=1) / np.sum(vecs**2, axis=1)
 
 
 def relative_error(b: np.ndarray, b_star: np.ndarray) -> np.ndarray:

@@ -175,6 +175,47 @@ def success_curves(ax, curves: dict, xlabel: str, ylabel: str = "success rate") 
     ax.set_ylim(-0.04, 1.04)
 
 
+def _norm(values, log: bool):
+    from matplotlib.colors import LogNorm, Normalize
+
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values) & (values > 0 if log else True)]
+    return (LogNorm if log else Normalize)(finite.min(), finite.max())
+
+
+def heat_map(ax, x, y, values, *, xlabel: str, ylabel: str, label: str, log: bool = True, cmap: str = "viridis"):
+    r"""``values`` (len(y), len(x)) over a grid of x (columns) and y (rows), each cell centred on its
+    grid point (grids need not be uniform), with a colour bar labelled ``label`` (log scale when
+    ``log``): e.g. the recovery error over (s, N) of Figure 7. A grid of at most 12 values gets a
+    tick at each. Returns the mesh."""
+    def edges(v):
+        v = np.asarray(v, dtype=float)
+        mid = (v[1:] + v[:-1]) / 2 if v.size > 1 else np.array([])
+        first, last = (v[0] - (mid[0] - v[0]), v[-1] + (v[-1] - mid[-1])) if v.size > 1 else (v[0] - 0.5, v[0] + 0.5)
+        return np.concatenate([[first], mid, [last]])
+
+    values = np.asarray(values, dtype=float)
+    mesh = ax.pcolormesh(edges(x), edges(y), values, norm=_norm(values, log), cmap=cmap)
+    for values_, set_ticks in ((x, ax.set_xticks), (y, ax.set_yticks)):
+        if len(values_) <= 12:
+            set_ticks(values_)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(False)
+    ax.figure.colorbar(mesh, ax=ax, label=label)
+    return mesh
+
+
+def curve_family(ax, x, curves, values, *, label: str, log: bool = False, **style) -> None:
+    r"""Each row of ``curves`` (K, M) against ``x`` (M,), coloured by its value in ``values`` (K,)
+    (viridis) with a colour bar labelled ``label`` (log scale when ``log``): a family of curves
+    indexed by a parameter, e.g. one per N (Figure 6a). ``style`` goes to ``ax.plot``."""
+    norm = _norm(values, log)
+    for row, value in zip(np.asarray(curves, dtype=float), np.asarray(values, dtype=float)):
+        ax.plot(x, row, color=plt.cm.viridis(norm(value)), **style)
+    ax.figure.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=plt.cm.viridis), ax=ax, label=label)
+
+
 def error_curves(ax, traj, g: int = 0, label_prefix: str = "") -> None:
     """Relative training (solid) and recovery (dashed) errors of configuration ``g`` against t
     (log-log, from step 1), for a sparse or a matrix run."""

@@ -49,7 +49,7 @@ def _device(name: str, value: Any) -> None:
 # kernels' check, on the machine that runs them.
 PARAMETER_CHECKS = {
     **dict.fromkeys(("n", "s", "N", "n1", "n2", "r", "depth", "steps", "trials", "d", "c", "width", "hidden",
-                     "embedding", "n_train", "n_test"), _count),
+                     "embedding", "n_train", "n_test", "m", "q", "supports", "vectors"), _count),
     "modulus": lambda name, value: check_int(name, value, 2),  # p of x1 + x2 mod p
     "train_fraction": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "batch_size": lambda name, value: value is None or _count(name, value),
@@ -60,7 +60,7 @@ PARAMETER_CHECKS = {
     "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
     "threshold_multiples": _positive,  # coefficients in units of a statement's threshold (Theorem C.4)
-    **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay"), _nonnegative),
+    **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay", "eps"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "snr": lambda name, value: value is None or _positive(name, value),
     "variance": lambda name, value: check_option(name, value, ("1/n", "1/N")),

@@ -292,6 +292,128 @@ def generalization_delay_code(b_hat: np.ndarray, b_star: np.ndarray, alpha, beta
         return np.abs(b_hat - b_star).max() / (alpha * beta1)
 
 
+def gaussian_coherence_bound(n: int, N: int, alpha: float, beta) -> tuple[np.ndarray, np.ndarray]:
+    r"""Theorem C.1 as stated: for :math:`X \in \mathbb R^{N\times n}` with :math:`n^\alpha X_{ij}`
+    i.i.d. :math:`\mathcal N(0, 1)` and orthonormal columns :math:`\Phi \in \mathbb R^{n\times m}`,
+    :math:`\mu(X^\top, \Phi) \le 2\beta\sqrt{\ln(nN)}/n^\alpha` with probability at least
+    :math:`1 - 1/(nN)^{2\beta^2-1}`. Returns (the bound, the failure probability
+    :math:`(nN)^{1-2\beta^2}`) for each ``beta`` > 0 (the theorem assumes β > 1; below, the
+    "probability" exceeds 1 from :math:`\beta = 1/\sqrt 2` down); α > 0."""
+    n, N = check_int("n", n, 1), check_int("N", N, 1)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    beta = check_grid("beta", beta, 0.0)
+    return 2 * beta * math.sqrt(math.log(n * N)) / n**alpha, float(n * N) ** (1 - 2 * beta**2)
+
+
+def gaussian_coherence_exceedance(n: int, N: int, m: int, beta) -> np.ndarray:
+    r"""The exact probability that :math:`\max_{i,j}|\langle X_{i,:}, \Phi_{:,j}\rangle|` exceeds the bound
+    :math:`2\beta\sqrt{\ln(nN)}/n^\alpha` of Theorem C.1 (the inner products unnormalised): for
+    orthonormal columns they are N·m independent :math:`\mathcal N(0, n^{-2\alpha})` variables, so it is
+
+    .. math:: 1 - \big(1 - \operatorname{erfc}(\beta\sqrt{2\ln(nN)})\big)^{Nm},
+
+    whatever α. ``beta`` > 0, a number or an array."""
+    from scipy.special import erfc
+
+    n, N = check_int("n", n, 1), check_int("N", N, 1)
+    m = check_int("m", m, 1, n, high_name="n")
+    beta = check_grid("beta", beta, 0.0)
+    return -np.expm1(N * m * np.log1p(-erfc(beta * np.sqrt(2 * np.log(n * N)))))
+
+
+def gaussian_coherence_monte_carlo(n: int, N: int, m: int, alpha: float, draws: int,
+                                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""Monte-Carlo sample for Theorem C.1: ``draws`` matrices :math:`X \in \mathbb R^{N\times n}` with
+    :math:`n^\alpha X_{ij}` i.i.d. :math:`\mathcal N(0, 1)`, against the first m columns
+    :math:`\Phi` of a random orthonormal basis (:func:`grokkit.data.dictionary`, drawn once). Returns
+    (draws,) arrays of the unnormalised :math:`\max_{i,j}|\langle X_{i,:}, \Phi_{:,j}\rangle|` and of the
+    coherence :math:`\mu(X^\top, \Phi)` (Definition C.3, normalised: it does not depend on α)."""
+    from grokkit.data import dictionary
+
+    n, N = check_int("n", n, 1), check_int("N", N, 1)
+    m = check_int("m", m, 1, n, high_name="n")
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    draws = check_int("draws", draws, 1)
+    seed = check_seed("seed", seed)
+    phi = dictionary(n, "orthonormal", seed)[:, :m]
+    rs = np.random.RandomState([seed, 1])
+    raw, normalised = [], []
+    for chunk in np.array_split(np.arange(draws), max(1, draws * N * n // 2_000_000)):
+        X = rs.randn(len(chunk), N, n) / n**alpha
+        inner = np.abs(X @ phi)
+        raw.append(inner.max(axis=(1, 2)))
+        normalised.append((inner / np.linalg.norm(X, axis=2, keepdims=True)).max(axis=(1, 2)))
+    return np.concatenate(raw), np.concatenate(normalised)
+
+
+ENSEMBLES = ("gaussian", "bernoulli")
+
+
+def rip_monte_carlo(n: int, s_grid, N_grid, supports: int, *, ensemble: str = "gaussian",
+                    seed: int = 0) -> np.ndarray:
+    r"""Monte-Carlo lower bounds on the restricted isometry constant :math:`\delta_s(X)` (Definition
+    C.1) of random measurement matrices :math:`X \in \mathbb R^{N\times n}` normalised so that
+    :math:`\mathbb E\|Xx\|_2^2 = \|x\|_2^2` (Theorem C.2): ``ensemble`` ``"gaussian"`` (entries
+    :math:`\mathcal N(0, 1/N)`, the authors' code's variance) or ``"bernoulli"`` (:math:`\pm 1/\sqrt N`).
+    One matrix per N (seeded from ``seed`` and N), shared by every s; for each s the maximum over
+    ``supports`` random supports (:func:`grokkit.metrics.restricted_isometry_sample`). Returns an
+    array (len(s_grid), len(N_grid))."""
+    from grokkit.metrics import restricted_isometry_sample
+
+    n = check_int("n", n, 1)
+    s_grid = [check_int("s_grid", s, 1, n, high_name="n") for s in np.atleast_1d(s_grid)]
+    N_grid = [check_int("N_grid", N, 1) for N in np.atleast_1d(N_grid)]
+    if not s_grid or not N_grid:
+        raise ValueError(f"s_grid and N_grid must be non-empty, got {s_grid} and {N_grid}")
+    supports = check_int("supports", supports, 1)
+    check_option("ensemble", ensemble, ENSEMBLES)
+    seed = check_seed("seed", seed)
+    out = np.empty((len(s_grid), len(N_grid)))
+    for j, N in enumerate(N_grid):
+        rs = np.random.RandomState([seed, N])
+        X = rs.randn(N, n) if ensemble == "gaussian" else rs.choice([-1.0, 1.0], size=(N, n))
+        X /= math.sqrt(N)
+        for i, s in enumerate(s_grid):
+            out[i, j] = restricted_isometry_sample(X, s, supports, seed=seed).delta
+    return out
+
+
+def coherence_rip_ratios(A: np.ndarray, B: np.ndarray, s: int) -> dict[str, float]:
+    r"""Proposition C.4 on one pair (A, B) and one support size ``s``: each inequality as the ratio
+    of its left side to its right side (at most 1 when it holds), the worst over every support
+    :math:`|J| = s` (enumerated, :func:`grokkit.metrics.restricted_isometry`), with
+    :math:`M = A^\top B` and :math:`\mu = \mu(A, B)` (:func:`grokkit.data.coherence`):
+
+    * ``"a"``: :math:`\max(1/(m\sqrt s), 1/(s\sqrt m))\max_J\|M_{:,J}\|_{2\to2}/\mu`;
+    * ``"b"``: :math:`\mu/(\min(\sqrt m, \sqrt n)\|M\|_{2\to2})`;
+    * ``"c"``: :math:`\sqrt{\max(m, s)}\sqrt{1-\delta_s(M)}/(ms\mu)`;
+    * ``"d"``: :math:`\mu/\sqrt{\min(m, n)(1+\delta_n(M))}`;
+    * ``"e"``: :math:`\sqrt{1-\delta_s(M)}/((m+s)\mu/2)`.
+
+    ``"c"`` and ``"e"`` are NaN where :math:`\delta_s(M) \ge 1` (the left side is not real). The
+    proposition assumes unit-norm columns (it uses :math:`\mu = \max_{ij}|M_{ij}|`); the ratios are
+    computed for any A, B, so that the need for it can be shown."""
+    from grokkit.data import coherence
+    from grokkit.metrics import restricted_isometry
+
+    check_finite("A", A)
+    check_finite("B", B)
+    A, B = np.asarray(A, dtype=float), np.asarray(B, dtype=float)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[0]:
+        raise ValueError(f"A and B must be matrices with the same number of rows, got shapes {A.shape} and {B.shape}")
+    m, n = A.shape[1], B.shape[1]
+    s = check_int("s", s, 1, n, high_name="n")
+    M = A.T @ B
+    mu = coherence(A, B)
+    rip = restricted_isometry(M, s)
+    low = math.sqrt(1 - rip.delta) if rip.delta < 1 else math.nan
+    return {"a": max(1 / (m * math.sqrt(s)), 1 / (s * math.sqrt(m))) * math.sqrt(rip.lambda_max.max()) / mu,
+            "b": mu / (min(math.sqrt(m), math.sqrt(n)) * np.linalg.norm(M, 2)),
+            "c": math.sqrt(max(m, s)) / (m * s) * low / mu,
+            "d": mu / math.sqrt(min(m, n) * (1 + restricted_isometry(M, n).delta)),
+            "e": low / ((m + s) / 2 * mu)}
+
+
 # --- Matrix factorization (Appendix D) ---------------------------------------------------------
 #
 # Objective (Sec. 2 and App. D): f(A) = ½‖𝒳(A) − y*‖² + β₂/2‖A‖²_F + β*‖A‖_*, A ∈ R^{n1×n2}. The
