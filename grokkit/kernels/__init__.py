@@ -5,9 +5,10 @@ network training in :mod:`grokkit.kernels.nets`; all run in the loop of :mod:`gr
 """
 from grokkit.kernels import matrix, nets
 from grokkit.kernels.run import Trajectory, grid, log_schedule, resolve_device
-from grokkit.kernels.sparse import (METHODS, initial_point, ista, ista_step, projected_subgradient,
-                                    projected_subgradient_step, soft_threshold, solve, subgradient, subgradient_step)
+from grokkit.kernels.sparse import (METHODS, deep, deep_factors, deep_step, initial_point, ista, ista_step,
+                                    projected_subgradient, projected_subgradient_step, soft_threshold, solve,
+                                    subgradient, subgradient_step)
 
 __all__ = ["matrix", "nets", "Trajectory", "grid", "log_schedule", "resolve_device", "METHODS", "solve", "subgradient",
            "projected_subgradient", "ista", "subgradient_step", "projected_subgradient_step", "ista_step",
-           "soft_threshold", "initial_point"]
+           "soft_threshold", "initial_point", "deep", "deep_step", "deep_factors"]

@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
 from grokkit.cache import cached
-from grokkit.kernels.run import (MAX_STEPS, SPARSE, Trajectory, apply, check_step_size, configurations,
-                                 gradient, lambda_max, residual, resolve_device, run)
+from grokkit.kernels.run import (FINITE, MAX_STEPS, METRICS, SPARSE, Family, Trajectory, _metrics, _sparse_result,
+                                 apply, check_step_size, configurations, gradient, lambda_max, residual,
+                                 resolve_device, run)
 
 INITS = ("random", "constant")
 
@@ -82,10 +83,15 @@ def _nonzero(name: str, t: torch.Tensor, norm: str) -> None:
                          f"got all zeros{where}")
 
 
-def _direction(n: int, init: str, seed: int) -> torch.Tensor:
-    r""":math:`\tilde b` of :math:`b^{(1)} = \zeta\tilde b`: :math:`\mathcal N(0, I_n/n)` from ``seed``, or :math:`\mathbf 1`."""
-    return (torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / n ** 0.5
-            if init == "random" else torch.ones(n, dtype=torch.float64))
+def _direction(n: int, init: str, seed: int, layers: int | None = None) -> torch.Tensor:
+    r""":math:`\tilde b` of :math:`b^{(1)} = \zeta\tilde b`: :math:`\mathcal N(0, I_n/n)` from ``seed``, or :math:`\mathbf 1`.
+    With ``layers``, that many (layers, n) drawn one after the other from the same stream, the
+    first being the one-layer :math:`\tilde b` (the factors of :func:`deep`)."""
+    if init != "random":
+        return torch.ones(n, dtype=torch.float64) if layers is None else torch.ones(layers, n, dtype=torch.float64)
+    stream = torch.Generator().manual_seed(seed)
+    draws = [torch.randn(n, generator=stream, dtype=torch.float64) / n ** 0.5 for _ in range(layers or 1)]
+    return draws[0] if layers is None else torch.stack(draws)
 
 
 def initial_point(n: int, init_scale: float = 1e-6, init: str = "random", seed: int = 0) -> np.ndarray:
@@ -247,3 +253,145 @@ def solve(method: str, X, y, **kwargs) -> Trajectory:
     """Run the kernel named ``method`` (``"subgradient"``, ``"projected_subgradient"`` or ``"ista"``)."""
     check_option("method", method, tuple(METHODS))
     return METHODS[method](X, y, **kwargs)
+
+
+# ----------------------------------------------------------------------------- deep diagonal network
+
+def diagonal_product(B: torch.Tensor) -> torch.Tensor:
+    r""":math:`b = B_1 \odot \cdots \odot B_L` (§C.11) for every configuration of the stacked
+    factors ``B`` (G, L, n), multiplied in the order of the layers (as :func:`deep_step` does)."""
+    return torch.cumprod(B, dim=1)[:, -1]
+
+
+def _factor_terms(B: torch.Tensor, X: torch.Tensor, y: torch.Tensor):
+    r"""The product :math:`b`, the residual :math:`\tilde Xb - y^*` and the factors' data gradients
+    :math:`\tilde X^\top(\tilde Xb - y^*) \odot \prod_{j \ne k} B_j` (G, L, n).
+
+    Lemma D.14 for diagonal factors: they commute and are their own transposes, so the products
+    before and after layer k are two cumulative products along the layer axis (one operation
+    each, whatever L), never a division by :math:`B_k` (which may vanish)."""
+    ones = torch.ones_like(B[:, :1])
+    before = torch.cumprod(torch.cat([ones, B[:, :-1]], dim=1), dim=1)  # prod_{j<k} B_j
+    after = torch.cumprod(torch.cat([ones, B[:, 1:].flip(1)], dim=1), dim=1).flip(1)  # prod_{j>k} B_j
+    b = before[:, -1] * B[:, -1]
+    r = residual(X, b, y)
+    g = gradient(X, r, torch.zeros_like(b))
+    return b, r, g[:, None] * (before * after)
+
+
+def deep_step(B, X, y, alpha, beta1, beta2, active):
+    r"""One update of the deep diagonal network (§C.11, eq. 88), every factor from the old iterate:
+    :math:`B_k \leftarrow B_k - \alpha(\tilde X^\top(\tilde Xb - y^*) \odot \prod_{j\ne k}B_j + \beta_2B_k
+    + \beta_1\operatorname{sign}(B_k))`, :math:`b = \odot_k B_k`, the subgradient step of
+    :math:`\tfrac12\|\tilde Xb - y^*\|^2 + \tfrac{\beta_2}2\sum_k\|B_k\|_2^2 + \beta_1\sum_k\|B_k\|_1`.
+
+    ``B`` (G, L, n) stacks the factors; ``active`` (G, L, 1) is 1 for the layers of a configuration
+    and 0 for the padding of a shallower one (factors of ones that never move: multiplying by
+    1.0 is exact, so a padded configuration follows its own depth's iterates bit for bit).
+    ``alpha``, ``beta1``, ``beta2`` are columns (G, 1) (those of the recorded product, :class:`Family`);
+    ``beta2=None`` means 0."""
+    _, _, grads = _factor_terms(B, X, y)
+    beta1 = beta1[:, :, None]
+    update = (torch.addcmul(grads, beta1, torch.sign(B)) if beta2 is None
+              else grads + beta1 * torch.sign(B) + beta2[:, :, None] * B)
+    return torch.addcmul(B, alpha[:, :, None] * active, update, value=-1)
+
+
+def _observe_deep(B: torch.Tensor, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    r"""The :data:`~grokkit.kernels.run.METRICS` (5, g) of the product b; the gradient ratio over
+    all the factors' parameters, :math:`\|\beta_1(h(B_1), \dots, h(B_L))\|_2/\|(G_{\beta_2}(B_1),
+    \dots, G_{\beta_2}(B_L))\|_2`, :math:`G_{\beta_2}(B_k)` the factor's gradient (as
+    :data:`grokkit.kernels.matrix.DEEP`; NaN at an exact fit with :math:`\beta_2 = 0`)."""
+    norm, active = torch.linalg.vector_norm, data["active"]
+    b, _, grads = _factor_terms(B, data["X"], data["y"])
+    values, _ = _metrics(b, data, col)
+    G = (grads + col["beta2"][:, :, None] * B) * active
+    h_norm = col["beta1"][:, 0] * torch.count_nonzero(B * active, dim=(1, 2)).to(B.dtype).sqrt()
+    values[4] = h_norm / norm(G.flatten(1), dim=-1)
+    return values, []
+
+
+# The deep diagonal network: the iterate is the stacked factors (G, L, n), the product b is recorded.
+SPARSE_DEEP = Family(penalty="beta1", curves=METRICS, finite=FINITE, operands=("X", "y"), target="b_star",
+                     evaluate=_observe_deep, result=_sparse_result, unbatched={"X": 2, "active": 2},
+                     view=diagonal_product)
+
+
+def deep_factors(n: int, depth, init_scale=1e-2, *, init: str = "random", seed: int = 0) -> np.ndarray:
+    r"""The initial factors of :func:`deep`, (G, L_max, n), L_max the largest depth: configuration g
+    has :math:`B_k^{(1)} = \zeta_g\tilde B_k` for its ``depth[g]`` layers and ones after them.
+
+    ``"random"``: :math:`\tilde B_k \sim \mathcal N(0, I_n/n)` i.i.d. (the paper, §C.11), drawn one
+    after the other from ``seed`` (:math:`\tilde B_1` is the :math:`\tilde b` of the shallow kernels,
+    so L = 1 starts where :func:`subgradient` does); ``"constant"``: :math:`\tilde B_k = \mathbf 1`
+    (the authors' code, the diagonal of their identity initialisation), so every factor equals
+    :math:`\zeta\mathbf 1` and, with :math:`\beta_1 = \beta_2 = 0`, they stay equal forever:
+    :math:`b = u^{\odot L}` is never negative for an even L (spec §3.6). ``depth`` and
+    ``init_scale`` are scalars or (G,) grids of one length; ``n``, ``depth`` >= 1,
+    ``init_scale`` >= 0, ``init``, ``seed`` checked."""
+    n = check_int("n", n, 1)
+    depth = _depths(depth)
+    check_option("init", init, INITS)
+    seed = check_seed("seed", seed)
+    config = configurations(init_scale=init_scale, depth=depth.astype(float))
+    return _initial_factors(n, config, init, seed).numpy()
+
+
+def _depths(depth) -> np.ndarray:
+    """``depth`` (a number or a grid) as an int array, each an integer >= 1."""
+    values = np.atleast_1d(np.asarray(depth, dtype=object))
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"depth must be an integer >= 1 or a non-empty 1-D grid of them, got {show(depth)}")
+    return np.array([check_int("depth", v, 1) for v in values])
+
+
+def _initial_factors(n: int, config: dict, init: str, seed: int) -> torch.Tensor:
+    depth = config["depth"].astype(int)
+    B = _direction(n, init, seed, int(depth.max())).expand(depth.size, -1, -1).clone()
+    layers = torch.arange(B.shape[1])[None, :, None]
+    scale = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None]
+    return torch.where(layers < torch.as_tensor(depth)[:, None, None], scale * B, 1.0)
+
+
+@cached
+def deep(X, y, *, depth, alpha, beta1=0.0, beta2=0.0, steps, b_star=None, init_scale=1e-2, alpha_decay=None,
+         init="random", seed=0, record_b=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
+         progress=None) -> Trajectory:
+    r"""Subgradient descent on the deep diagonal network :math:`b = B_1\odot\cdots\odot B_L` (§C.11,
+    eqs. 87–88, :func:`deep_step`): every factor updated at once from the old iterate, for
+    :math:`\tfrac12\|\tilde Xb - y^*\|^2 + \tfrac{\beta_2}2\sum_k\|B_k\|_2^2 + \beta_1\sum_k\|B_k\|_1`.
+
+    ``depth`` = L is a number or a (G,) grid of integers >= 1, like the other hyper-parameters:
+    configurations of different depths run in one batch, their factors stacked (G, L_max, n)
+    with factors of ones, never updated, after the last layer of a shallower one (exact: its
+    iterates are those of a run at its own depth). L = 1 is :func:`subgradient`, step for step.
+    The initial factors are :func:`deep_factors` (``init`` "random", the paper's
+    :math:`\zeta\mathcal N(0, I_n/n)`, or "constant", the authors' :math:`\zeta\mathbf 1`).
+    ``X``, ``y``, ``b_star`` (one problem or one per configuration, e.g.
+    :func:`grokkit.data.stack_problems`), ``alpha``, ``beta1``, ``beta2``, ``init_scale``,
+    ``alpha_decay`` and the loop controls are those of :func:`subgradient`, with the same
+    checks; the shallow bound :math:`\alpha < 2/(\lambda_\max + \beta_2)` is checked too, though
+    a deeper model can need a smaller α (configurations that diverge are stopped and reported,
+    ``RuntimeWarning``).
+
+    Returns a :class:`~grokkit.kernels.Trajectory` of the product b (curves, ``b``,
+    ``b_final``), ``config["depth"]`` the depths, with the gradient ratio over all the factors'
+    parameters. Raises ``ValueError`` before any compute for a bad input (``depth`` first)."""
+    depth = _depths(depth)
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    check_int("dense", dense, 0)
+    check_int("per_decade", per_decade, 1)
+    if depth.size > 1 and np.size(alpha) == 1:  # a grid of depths sets G, as any grid does
+        alpha = np.full(depth.size, float(check_range("alpha", alpha, 0.0, closed="neither")))
+    X, y, b_star, config, _ = _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, seed, device)
+    G = config["alpha"].size
+    if depth.size not in (1, G):
+        raise ValueError(f"depth must be a number or one per configuration (G = {G}), got {depth.size} values")
+    config["depth"] = np.broadcast_to(depth, (G,)).copy()
+    B0 = _initial_factors(X.shape[-1], config, init, seed).to(X.device)
+    active = (torch.arange(B0.shape[1], device=X.device)[None, :, None]
+              < torch.as_tensor(config["depth"], device=X.device)[:, None, None]).to(torch.float64)
+    data = {"X": X, "y": y, "b_star": b_star, "active": active}
+    return run(SPARSE_DEEP, "deep", deep_step, data, config, B0, steps,
+               work=G * X.shape[-2] * X.shape[-1], record=record_b, dense=dense, per_decade=per_decade,
+               stop_periodic=stop_periodic, progress=progress)
