@@ -857,7 +857,9 @@ def nuclear_gap_bound(dist0, L, alpha, T, beta_star, alpha_decay=None, xi_norm=0
     r"""Theorem D.13: :math:`\min_{t\le T}(\|A^{(t)}\|_* - \|A^*\|_*) \le
     \dfrac{\|A^{(1)} - A^*\|_F^2 + L^2\sum_{t\le T}\alpha_t^2}{2\beta_*\sum_{t\le T}\alpha_t}
     + \dfrac{\|\xi\|_2^2 + \beta_2\|A^*\|_F^2}{2\beta_*}`, with :math:`L = \max_{t\le T}\|F(A^{(t)})\|_F`
-    (the paper's :math:`\max_t\|\nabla_Af(A^{(t)})\|_F`).
+    (the paper's :math:`\max_t\|\nabla_Af(A^{(t)})\|_F`). With :math:`\beta_1`, :math:`\|b\|_1` and
+    :math:`\|b^*\|_2` in place of :math:`\beta_*`, :math:`\|A\|_*` and :math:`\|A^*\|_F` it is Theorem C.13,
+    its vector analogue (the same formula).
 
     It is :func:`subgradient_gap_bound` divided by β* plus the second term, because
     :math:`\beta_*\|A\|_* \le f(A)` and :math:`f(A^*) = \beta_*\|A^*\|_* + \tfrac{\beta_2}2\|A^*\|_F^2 + \tfrac12\|\xi\|_2^2`.
