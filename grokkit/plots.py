@@ -226,6 +226,30 @@ def error_curves(ax, traj, g: int = 0, label_prefix: str = "") -> None:
     ax.set_ylabel("relative error")
 
 
+def error_scales(traj, target: np.ndarray, g: int = 0, t1: float | None = None, t2: float | None = None):
+    r"""A sparse run's relative errors on a linear (top) and a log (bottom) y axis, with
+    :math:`\|b^{(t)}\|_2` (top) and :math:`\|b^{(t)}\|_1` (bottom) on twin axes (dash-dotted) against the
+    target's (``target`` :math:`b^*`, dotted), log x, :math:`t_1`, :math:`t_2` marked where given (Figures 25 and
+    33: a drop that looks like grokking on the linear axis can end far above 0 on the log one)."""
+    fig, axes = new_figure(2)
+    t, keep = _logged(traj)
+    target = np.asarray(target, dtype=float)
+    for ax, scale, p, norms in zip(axes, ("linear", "log"), (2, 1), (traj.l2, traj.l1)):
+        error_curves(ax, traj, g)
+        ax.set_yscale(scale)
+        right = twin(ax, EXTRA, f"$\\ell_{p}$ norm")
+        right.plot(t, norms[g][keep], color=EXTRA, ls="-.", label=f"$\\|b^{{(t)}}\\|_{p}$")
+        right.axhline(np.linalg.norm(target, p), color=EXTRA, ls=":", lw=1, label=f"$\\|b^*\\|_{p}$")
+        right.set_yscale(scale)
+        ax.set_zorder(right.get_zorder() + 1)  # the errors over the norm, which can coincide on a linear axis
+        ax.patch.set_visible(False)
+        legend_outside(fig, [ax, right], panel=ax)
+        mark_times(ax, t1, t2)
+        ax.set_xlabel("")
+    axes[-1].set_xlabel("$t$")
+    return fig
+
+
 def time_against_ab(alpha_beta, t2, t2_pred, err_t2, *, penalty: str = r"\beta_1",
                     prediction: str = r"\|\hat b\|_\infty", error: str = r"\|b^{(t_2)}-b^*\|_2",
                     title: str | None = None):

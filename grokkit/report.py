@@ -60,6 +60,8 @@ PARAMETER_CHECKS = {
     "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
     "threshold_multiples": _positive,  # coefficients in units of a statement's threshold (Theorem C.4)
+    "drop_level": _positive,  # a relative error marking a drop (Figure 25)
+    "cut": _nonnegative,  # values below it in absolute value drawn as 0 (heat maps)
     **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay", "eps"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "snr": lambda name, value: value is None or _positive(name, value),

@@ -1,7 +1,7 @@
-r"""The theory's predicted quantities for sparse recovery (Theorem 2.1, Lemma C.7, Theorem C.8,
-Corollary C.2, §C.6.2) and for matrix factorization (Theorem 2.2, Appendix D: Theorems D.4, D.5,
-D.8, D.9, D.12, D.13, Corollaries D.1, D.2, Lemmas D.7, D.14; the section "Matrix factorization"
-below).
+r"""The theory's predicted quantities for sparse recovery (Theorem 2.1, Theorem C.6, Lemma C.7,
+Theorem C.8, Corollary C.2, §C.6.2, §C.9) and for matrix factorization (Theorem 2.2, Appendix D:
+Theorems D.4, D.5, D.8, D.9, D.12, D.13, Corollaries D.1, D.2, Lemmas D.7, D.14; the section
+"Matrix factorization" below).
 
 Notation: :math:`A = \tilde X^\top\tilde X + \beta_2 I_n`, :math:`\lambda_k` the eigenvalues of
 :math:`\tilde X^\top\tilde X` (the paper's :math:`\sigma_k`), :math:`\rho_p = \|I - \alpha A\|_{p\to p}`.
@@ -80,6 +80,35 @@ def range_distance(X: np.ndarray, b: np.ndarray, b_hat: np.ndarray) -> np.ndarra
     of the component on the row space of :math:`\tilde X`, the quantity that Lemma C.7 and
     Theorem C.8 bound when N < n."""
     return np.linalg.norm((np.asarray(b) - b_hat) @ range_projector(X), axis=-1)
+
+
+def ridge_iterates(X, y, b1, alpha: float, beta2: float, t) -> np.ndarray:
+    r"""The iterates of gradient descent without the :math:`\ell_1` term (:math:`\beta_1 = 0`, Theorem C.6) in
+    closed form: :math:`\hat b_{\beta_2}` is a fixed point, so
+
+    .. math:: b^{(t+1)} = \hat b_{\beta_2} + (I_n - \alpha A)^t(b^{(1)} - \hat b_{\beta_2}),
+       \qquad A = \tilde X^\top\tilde X + \beta_2 I_n,\quad \hat b_{\beta_2} = A^\dagger\tilde X^\top y^*.
+
+    On the null space of :math:`\tilde X`, :math:`I_n - \alpha A = (1 - \alpha\beta_2)I_n`: what a large
+    initialisation puts there decays only like :math:`(1 - \alpha\beta_2)^t`, on the time scale
+    :math:`1/(\alpha\beta_2)` (§C.9, Figures 25 and 26), towards :math:`\hat b_{\beta_2}`, not :math:`b^*`.
+
+    ``X`` (N, n), ``y`` (N,), ``b1`` (n,) finite; ``alpha > 0``, ``beta2 >= 0`` scalars; ``t`` (K,) numbers of
+    updates, integers in [0, 1e15]. Returns :math:`b^{(t+1)}` for each t, shape (K, n), through the
+    eigendecomposition of :math:`\tilde X^\top\tilde X` (exact for any t, no loop)."""
+    X, y, b1 = _sparse_inputs(X, y, b1)
+    if b1.ndim != 1:
+        raise ValueError(f"b1 must have shape (n,), got {b1.shape}")
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    t = np.atleast_1d(np.asarray(t))
+    if t.ndim != 1:
+        raise ValueError(f"t must be a scalar or 1-D (K,), got shape {t.shape}")
+    t = np.array([check_int("t", k, 0, MAX_STEPS) for k in t], dtype=float)
+    lam, Q = np.linalg.eigh(X.T @ X)
+    factor = 1.0 - alpha * (np.clip(lam, 0.0, None) + beta2)
+    b_hat = least_squares(X, y, beta2)
+    return b_hat + (factor ** t[:, None] * ((b1 - b_hat) @ Q)) @ Q.T
 
 
 def _sparse_inputs(X, y, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -950,7 +979,9 @@ def nuclear_gap_bound(dist0, L, alpha, T, beta_star, alpha_decay=None, xi_norm=0
     r"""Theorem D.13: :math:`\min_{t\le T}(\|A^{(t)}\|_* - \|A^*\|_*) \le
     \dfrac{\|A^{(1)} - A^*\|_F^2 + L^2\sum_{t\le T}\alpha_t^2}{2\beta_*\sum_{t\le T}\alpha_t}
     + \dfrac{\|\xi\|_2^2 + \beta_2\|A^*\|_F^2}{2\beta_*}`, with :math:`L = \max_{t\le T}\|F(A^{(t)})\|_F`
-    (the paper's :math:`\max_t\|\nabla_Af(A^{(t)})\|_F`).
+    (the paper's :math:`\max_t\|\nabla_Af(A^{(t)})\|_F`). With :math:`\beta_1`, :math:`\|b\|_1` and
+    :math:`\|b^*\|_2` in place of :math:`\beta_*`, :math:`\|A\|_*` and :math:`\|A^*\|_F` it is Theorem C.13,
+    its vector analogue (the same formula).
 
     It is :func:`subgradient_gap_bound` divided by β* plus the second term, because
     :math:`\beta_*\|A\|_* \le f(A)` and :math:`f(A^*) = \beta_*\|A^*\|_* + \tfrac{\beta_2}2\|A^*\|_F^2 + \tfrac12\|\xi\|_2^2`.

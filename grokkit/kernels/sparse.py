@@ -94,6 +94,16 @@ def _direction(n: int, init: str, seed: int, layers: int | None = None) -> torch
     return draws[0] if layers is None else torch.stack(draws)
 
 
+def _inits(init) -> list[str]:
+    """``init`` as a list of options: one (shared) or one per configuration, each checked."""
+    inits = list(init) if isinstance(init, (list, tuple, np.ndarray)) else [init]
+    if not inits:
+        raise ValueError("init must be one option or a non-empty sequence of options, got []")
+    for option in inits:
+        check_option("init", option, INITS)
+    return inits
+
+
 def initial_point(n: int, init_scale: float = 1e-6, init: str = "random", seed: int = 0) -> np.ndarray:
     r"""The initial iterate :math:`b^{(1)} = \zeta\tilde b` (n,) that the kernels start from with the
     same ``init_scale``, ``init`` and ``seed`` (see their ``init``): the :math:`b^{(1)}` of the bounds
@@ -107,13 +117,17 @@ def initial_point(n: int, init_scale: float = 1e-6, init: str = "random", seed: 
 def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, seed, device):
     """Validate every argument and move the problem to ``device``; nothing is computed before this."""
     device = resolve_device(device)
-    check_option("init", init, INITS)
+    inits = _inits(init)
     seed = check_seed("seed", seed)
     config = configurations(alpha=alpha, beta1=beta1, beta2=beta2, init_scale=init_scale,
                             **({} if alpha_decay is None else {"alpha_decay": alpha_decay}))
     G = config["alpha"].size
     if G == 1:
-        G = max(_leading(X, 2), _leading(y, 1), _leading(b_star, 1) if b_star is not None else 1)
+        G = max(_leading(X, 2), _leading(y, 1), _leading(b_star, 1) if b_star is not None else 1,
+                len(inits))
+    if len(inits) not in (1, G):
+        raise ValueError(f"init must be one option or a sequence of one per configuration (G = {G}), "
+                         f"got {len(inits)} options")
     if config["alpha"].size == 1:
         config = {k: np.repeat(v, G) for k, v in config.items()}
     X, y = _tensor("X", X, "(N, n)", G), _tensor("y", y, "(N,)", G)
@@ -134,7 +148,8 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, s
         _nonzero("b_star", b_star, "recovery")
         b_star = b_star.to(device)
     check_step_size(config, lambda_max(X))
-    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * _direction(n, init, seed)
+    direction = torch.stack([_direction(n, option, seed) for option in inits])
+    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * direction
     return X.to(device), y.to(device), b_star, config, b0.to(device)
 
 
@@ -164,9 +179,10 @@ def _doc(method: str, rule: str) -> str:
         summable, Corollary C.1), in [0, inf]; None or inf is the constant step α. The stability
         check applies to :math:`\alpha = \max_t\alpha_t`; such runs use the PyTorch steps, and the
         trajectory's ``config`` then holds ``alpha_decay``.
-    init : {{"random", "constant"}}
+    init : {{"random", "constant"}} or a sequence of G of them (one per configuration)
         :math:`\tilde b \sim \mathcal N(0, I_n/n)` drawn from ``seed`` (paper, §C.6) or
-        :math:`\tilde b = \mathbf 1` (the authors' code).
+        :math:`\tilde b = \mathbf 1` (the authors' code); a sequence runs both
+        initialisations in one batch (Figure 25).
     seed : int
         Seed of the random initialisation, in [0, 2**32 - 1].
     record_b : bool
