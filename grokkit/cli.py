@@ -138,7 +138,8 @@ class Runner:
             self.client = _connect(self.scheduler)
         else:
             self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=pipeline.worker_init)
+                                            initializer=pipeline.worker_init,
+                                            initargs=(max(1, (os.cpu_count() or 1) // self.workers),))
         threads = ThreadPoolExecutor(self.workers, thread_name_prefix="grokkit-run")
         pending: set[Future] = {threads.submit(self.one, nb) for nb in notebooks}
         outcomes: list[Outcome] = []

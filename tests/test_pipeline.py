@@ -670,3 +670,17 @@ def test_banner_names_runs_served_by_the_cache() -> None:
     assert note.startswith(":::{note}\n1 of the 2 cached runs behind this page came from the result cache")
     assert note.endswith(": subgradient.\n:::")
     assert pipeline.banners("quick", {}, [{"function": "ista", "hit": False}], "fig02") == []
+
+
+def test_worker_init_caps_the_blas_threads_of_the_kernels_unless_the_user_set_them():
+    """grokkit run's local workers size the BLAS/OpenMP pools of the notebooks they run to their
+    share of the cores; a variable the user set is kept. (In a subprocess: worker_init also
+    installs signal handlers.)"""
+    code = ("import os; from grokkit import pipeline; pipeline.worker_init(3); "
+            "print(*[os.environ[k] for k in pipeline.BLAS_THREAD_VARIABLES])")
+    env = {k: v for k, v in os.environ.items() if k not in pipeline.BLAS_THREAD_VARIABLES}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3", "3", "3"]
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3", "2", "3"]
