@@ -124,6 +124,29 @@ def least_squares(X: np.ndarray, y: np.ndarray, beta2: float = 0.0) -> np.ndarra
     return np.linalg.pinv(X.T @ X + beta2 * np.eye(n)) @ X.T @ y
 
 
+def binary_fractions(shape, alpha: float = 2.0**-10, max_ratio: int = 64, integer_share: float = 0.0,
+                     bits: int = 10, seed: int = 0) -> np.ndarray:
+    r"""Starting points :math:`b^{(1)}` for the exact ℓ₁ dynamics of Lemma C.11 and Theorem C.12
+    (:func:`grokkit.theory.l1_iterates`): :math:`b = m\,\alpha\,2^{-\text{bits}}` with m uniform integers in
+    :math:`[-\text{max\_ratio}\,2^{\text{bits}}, \text{max\_ratio}\,2^{\text{bits}}]` (so :math:`|b|/\alpha \le` ``max_ratio``),
+    a share ``integer_share`` of them (each independently) rounded to an integer multiple of α.
+    ``alpha`` must be a power of two, so that every b and every :math:`b - k\alpha` is exact in float64.
+    Drawn from ``RandomState(seed)``; shape ``shape`` (an int or a tuple of ints >= 1)."""
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    shape = tuple(check_int("shape", k, 1) for k in shape)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    if math.frexp(alpha)[0] != 0.5:
+        raise ValueError(f"alpha must be a power of two, got {show(alpha)}")
+    max_ratio = check_int("max_ratio", max_ratio, 1, 2**20)
+    integer_share = check_range("integer_share", integer_share, 0.0, 1.0)
+    bits = check_int("bits", bits, 0, 30)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    m = rs.randint(-max_ratio * 2**bits, max_ratio * 2**bits + 1, size=shape)
+    integer = rs.rand(*shape) < integer_share
+    m[integer] = 2**bits * np.round(m[integer] / 2**bits).astype(m.dtype)
+    return m * (alpha * 2.0**-bits)
+
+
 def coherence(A: np.ndarray, B: np.ndarray | None = None) -> float:
     r"""Coherence :math:`\mu(A, B) = \max_{i,j} |\langle a_i, b_j\rangle|/(\|a_i\|\|b_j\|)`
     between the columns of A and B (Definition C.3); with ``B=None`` the mutual coherence

@@ -274,6 +274,48 @@ def generalization_step(t1, b_t1: np.ndarray, alpha, beta1):
         return t1 + np.floor(np.abs(np.asarray(b_t1)).max(axis=-1) / (alpha * beta1))
 
 
+L1_ENTRY_RULES = ("exact", "printed")
+
+
+def l1_iterates(b1, alpha, steps: int) -> np.ndarray:
+    r"""The bare ℓ₁ subgradient dynamics of Lemma C.11 (a scalar) and Theorem C.12 (coordinate-wise),
+    :math:`b^{(t+1)} = b^{(t)} - \alpha h(b^{(t)})` with :math:`h = \operatorname{sign}` (sign 0 = 0): the update
+    of §C.6.2 after memorization, with α for αβ₁. Returns an array of shape (``steps`` + 1, \*b1.shape)
+    whose row t − 1 is :math:`b^{(t)}`, t = 1 … ``steps`` + 1 (row 0 is :math:`b^{(1)}`, the paper's
+    1-based start).
+
+    Exact in float64 when α and every :math:`b^{(1)}_i` are multiples of one power of two
+    :math:`2^{-k}` with :math:`|b^{(1)}_i| 2^k < 2^{53}` (binary fractions, as
+    :func:`grokkit.data.binary_fractions` draws them): every :math:`b - \alpha` is then computed without
+    rounding, so an integer ratio :math:`b^{(1)}_i/\alpha` reaches 0 exactly."""
+    b = np.asarray(b1, dtype=float)
+    check_finite("b1", b)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    steps = check_int("steps", steps, 0, MAX_STEPS)
+    out = np.empty((steps + 1,) + b.shape)
+    out[0] = b
+    for t in range(steps):
+        out[t + 1] = out[t] - alpha * np.sign(out[t])
+    return out
+
+
+def l1_entry_time(b1, alpha, rule: str = "exact") -> np.ndarray:
+    r"""The first t ≥ 1 with :math:`|b^{(t)}| \le \alpha` under :func:`l1_iterates`, per entry of ``b1``
+    (Lemma C.11 (2); for a vector, the largest entry's is Theorem C.12 (2)'s time for
+    :math:`\|b^{(t)}\|_\infty \le \alpha`, since :math:`[-\alpha, \alpha]` is invariant).
+
+    ``rule="exact"``: :math:`\max(1, \lceil|b^{(1)}|/\alpha\rceil)`, since :math:`|b^{(t)}| = |b^{(1)}| - (t-1)\alpha`
+    until then. ``rule="printed"``: the lemma's ":math:`|b^{(t)}| \le \alpha` iff :math:`t > \lfloor|b^{(1)}|/\alpha\rfloor`",
+    i.e. :math:`\lfloor|b^{(1)}|/\alpha\rfloor + 1`: one step late when the ratio is a positive integer
+    (then :math:`|b^{(t)}| = \alpha` at :math:`t = |b^{(1)}|/\alpha`), equal otherwise."""
+    b = np.asarray(b1, dtype=float)
+    check_finite("b1", b)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    check_option("rule", rule, L1_ENTRY_RULES)
+    ratio = np.abs(b) / alpha
+    return np.maximum(1.0, np.ceil(ratio)) if rule == "exact" else np.floor(ratio) + 1.0
+
+
 def generalization_delay(b_hat: np.ndarray, alpha, beta1):
     r"""Predicted delay :math:`\Delta t = \|\hat b\|_\infty/(\alpha\beta_1)` (Theorem 2.1, up to a constant);
     infinite for :math:`\beta_1 = 0`."""

@@ -1,0 +1,78 @@
+"""Lemma C.11 / Theorem C.12 (exact ℓ₁ dynamics), Theorems C.9, C.10 (least squares) and
+Definitions B.1–B.3 (products, vectorisations, unfoldings)."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from grokkit import data, theory
+
+ALPHA = 2.0**-10
+
+
+def _fraction_dynamics(b1: Fraction, alpha: Fraction, steps: int) -> list[Fraction]:
+    """b <- b - alpha sign(b) in exact rational arithmetic."""
+    out = [b1]
+    for _ in range(steps):
+        b = out[-1]
+        out.append(b - alpha * ((b > 0) - (b < 0)))
+    return out
+
+
+def test_l1_iterates_are_exact_against_rational_arithmetic():
+    b1 = data.binary_fractions((7, 5), ALPHA, max_ratio=12, integer_share=0.4, seed=3)
+    got = theory.l1_iterates(b1, ALPHA, 20)
+    assert got.shape == (21, 7, 5)
+    for i, j in np.ndindex(7, 5):
+        want = _fraction_dynamics(Fraction(b1[i, j]), Fraction(ALPHA), 20)
+        assert [Fraction(v) for v in got[:, i, j]] == want
+
+
+def test_l1_iterates_hand_worked():
+    # 2.5 alpha: 2.5, 1.5, 0.5, -0.5, 0.5 (in units of alpha); 2 alpha: 2, 1, 0, 0
+    got = theory.l1_iterates([2.5 * ALPHA, 2 * ALPHA, 0.0], ALPHA, 4) / ALPHA
+    assert got[:, 0].tolist() == [2.5, 1.5, 0.5, -0.5, 0.5]
+    assert got[:, 1].tolist() == [2.0, 1.0, 0.0, 0.0, 0.0]
+    assert got[:, 2].tolist() == [0.0] * 5
+    assert theory.l1_iterates(0.3, 0.1, 0).shape == (1,)
+
+
+def test_l1_entry_time_exact_and_printed():
+    b1 = np.array([0.0, 0.5, 1.0, 2.0, 2.5, -4.0, -4.25]) * ALPHA
+    assert theory.l1_entry_time(b1, ALPHA).tolist() == [1, 1, 1, 2, 3, 4, 5]
+    assert theory.l1_entry_time(b1, ALPHA, rule="printed").tolist() == [1, 1, 2, 3, 3, 5, 5]
+    # against a brute-force first entry on the simulated iterates
+    b1 = data.binary_fractions(2000, ALPHA, max_ratio=20, integer_share=0.3, seed=1)
+    run = np.abs(theory.l1_iterates(b1, ALPHA, 25))
+    first = np.argmax(run <= ALPHA, axis=0) + 1
+    np.testing.assert_array_equal(first, theory.l1_entry_time(b1, ALPHA))
+
+
+def test_binary_fractions():
+    b = data.binary_fractions((100, 10), ALPHA, max_ratio=8, integer_share=0.5, bits=6, seed=2)
+    assert b.shape == (100, 10) and np.abs(b).max() <= 8 * ALPHA
+    m = b / (ALPHA * 2.0**-6)
+    np.testing.assert_array_equal(m, np.round(m))
+    share = np.mean(b / ALPHA == np.round(b / ALPHA))
+    assert 0.45 < share < 0.6  # the rounded half, plus the integer draws by chance
+    np.testing.assert_array_equal(b, data.binary_fractions((100, 10), ALPHA, 8, 0.5, 6, seed=2))
+    assert not np.array_equal(b, data.binary_fractions((100, 10), ALPHA, 8, 0.5, 6, seed=3))
+    assert data.binary_fractions(4, seed=0).shape == (4,)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.l1_iterates([1.0, np.nan], 0.1, 3), r"b1 must be finite"),
+    (lambda: theory.l1_iterates([1.0], 0.0, 3), r"alpha must be in"),
+    (lambda: theory.l1_iterates([1.0], 0.1, -1), r"steps must be"),
+    (lambda: theory.l1_entry_time([1.0], 0.1, rule="floor"), r"rule must be one of"),
+    (lambda: theory.l1_entry_time([1.0], -0.1), r"alpha must be in"),
+    (lambda: data.binary_fractions(5, alpha=0.1), r"alpha must be a power of two, got 0.1"),
+    (lambda: data.binary_fractions((5, 0)), r"shape must be"),
+    (lambda: data.binary_fractions(5, max_ratio=0), r"max_ratio must be"),
+    (lambda: data.binary_fractions(5, integer_share=1.5), r"integer_share must be in"),
+    (lambda: data.binary_fractions(5, bits=31), r"bits must be"),
+    (lambda: data.binary_fractions(5, seed=-1), r"seed must be"),
+])
+def test_bad_inputs(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
