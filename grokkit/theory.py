@@ -645,22 +645,33 @@ def matrix_generalization_delay_code(A_hat: np.ndarray, A_star: np.ndarray, alph
 
 
 def _d9_inputs(operator, shape, A_star, beta2, noise_std):
-    """X, vec(A*), β₂ and σ_ξ of Theorem D.9, checked."""
-    X = measurement_matrix(operator, shape)
-    check_finite("A_star", A_star)
-    if np.shape(A_star) != _shape(shape):
-        raise ValueError(f"A_star must have shape (n1, n2) = {_shape(shape)}, got {np.shape(A_star)}")
+    """X, the vector a* (or b*), β₂ and σ_ξ of Theorems D.9 and C.9, checked. With ``shape`` a pair
+    (n1, n2): ``operator`` a mask or a sensing matrix and ``A_star`` (n1, n2), vectorised (D.9). With
+    ``shape=None``: ``operator`` the matrix X̃ (N, n) and ``A_star`` the vector b* (n,) (C.9)."""
+    if shape is None:
+        X, b = np.asarray(operator, dtype=float), np.asarray(A_star, dtype=float)
+        if X.ndim != 2 or b.shape != X.shape[1:]:
+            raise ValueError(f"with shape None, X and b_star must have shapes (N, n) and (n,), "
+                             f"got {X.shape} and {b.shape}")
+        check_finite("X", X)
+        check_finite("b_star", b)
+    else:
+        X = measurement_matrix(operator, shape)
+        check_finite("A_star", A_star)
+        if np.shape(A_star) != _shape(shape):
+            raise ValueError(f"A_star must have shape (n1, n2) = {_shape(shape)}, got {np.shape(A_star)}")
+        b = vec(np.asarray(A_star, dtype=float))
     beta2 = check_range("beta2", beta2, 0.0, closed="left")
     noise_std = check_range("noise_std", noise_std, 0.0, closed="left")
-    return X, vec(np.asarray(A_star, dtype=float)), beta2, noise_std
+    return X, b, beta2, noise_std
 
 
 def _d9_terms(operator, shape, A_star, beta2, noise_std, tol):
-    X, _, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
+    X, a, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
     tol = check_range("tol", tol, 0.0, 1.0, closed="left")
     lam, V = np.linalg.eigh(X.T @ X)
     keep = lam > tol * max(lam.max(), 0.0) if lam.max() > 0 else np.zeros(len(lam), bool)
-    sigma, proj = lam[keep], V[:, keep].T @ vec(A_star)  # σ_i and (V_Xᵀ a*)_i, i ≤ r_X
+    sigma, proj = lam[keep], V[:, keep].T @ a  # σ_i and (V_Xᵀ a*)_i, i ≤ r_X
     noise = noise_std**2 * (np.sum((beta2 / (sigma + beta2)) ** 2) + X.shape[0] - keep.sum())
     return sigma, proj, beta2, noise
 
@@ -673,7 +684,10 @@ def least_squares_residual_printed(operator, shape, A_star, beta2: float, noise_
 
     The first term is wrong (spec §2, §5 item 8): its factor :math:`\sigma_i^2` should be :math:`\sigma_i`
     (:func:`least_squares_residual_corrected`). The two agree when every nonzero σ_i is 1 (completion)
-    or β₂ = 0."""
+    or β₂ = 0.
+
+    ``shape=None``: Theorem C.9, the sparse statement it copies (the same formula and the same error,
+    with :math:`\lambda_i` for σ_i), with ``operator`` = X̃ (N, n) and ``A_star`` = b* (n,)."""
     sigma, proj, beta2, noise = _d9_terms(operator, shape, A_star, beta2, noise_std, tol)
     return float(np.sum((beta2 * sigma / (sigma + beta2)) ** 2 * proj**2) + noise)
 
@@ -684,7 +698,8 @@ def least_squares_residual_corrected(operator, shape, A_star, beta2: float, nois
     \sum_{i\le r_X}\frac{\beta_2^2\sigma_i}{(\sigma_i+\beta_2)^2}(V_X^\top a^*)_i^2 + \sigma_\xi^2\sum_{i\le r_X}\big(\frac{\beta_2}{\sigma_i+\beta_2}\big)^2
     + \sigma_\xi^2(N - r_X)`. Differs from :func:`least_squares_residual_printed` only in the first term
     (:math:`\sigma_i` in place of :math:`\sigma_i^2`): with :math:`X = U_X\Sigma_X^{1/2}V_X^\top`, the signal part of the
-    residual is :math:`U_X\operatorname{diag}(\beta_2\sqrt{\sigma_i}/(\sigma_i+\beta_2))V_X^\top a^*`."""
+    residual is :math:`U_X\operatorname{diag}(\beta_2\sqrt{\sigma_i}/(\sigma_i+\beta_2))V_X^\top a^*`. The same for
+    Theorem C.9 (the proof's last line) with ``shape=None``, ``operator`` = X̃ (N, n), ``A_star`` = b* (n,)."""
     sigma, proj, beta2, noise = _d9_terms(operator, shape, A_star, beta2, noise_std, tol)
     return float(np.sum(beta2**2 * sigma / (sigma + beta2) ** 2 * proj**2) + noise)
 
@@ -697,7 +712,8 @@ def least_squares_residual_monte_carlo(operator, shape, A_star, beta2: float, no
     :math:`\hat a = (X^\top X + \beta_2 I_n)^\dagger X^\top y^*` (:func:`grokkit.data.least_squares`, one
     solve for all draws), and the squared residual of each draw. Returns (mean, standard error of
     the mean), to compare with :func:`least_squares_residual_printed` and
-    :func:`least_squares_residual_corrected`."""
+    :func:`least_squares_residual_corrected`. ``shape=None``: Theorem C.9, ``operator`` = X̃ (N, n) and
+    ``A_star`` = b* (n,)."""
     X, a, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
     draws = check_int("draws", draws, 2)
     rs = np.random.RandomState(check_seed("seed", seed))

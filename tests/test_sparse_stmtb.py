@@ -76,3 +76,35 @@ def test_binary_fractions():
 def test_bad_inputs(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize("N", [30, 150])
+def test_c9_sparse_formula_against_the_exact_expectation(N):
+    prob = data.make_problem(100, 5, N, variance="1/N", seed=1)
+    X, b = prob.X, prob.b_star
+    for beta2, sd in ((0.5, 0.05), (0.0, 0.05), (3.0, 0.2)):
+        # E||(H - I)(Xb + xi)||^2 = ||(H - I)Xb||^2 + sd^2 tr((H - I)^T (H - I)), H the hat matrix
+        H = X @ np.linalg.pinv(X.T @ X + beta2 * np.eye(100)) @ X.T
+        M = H - np.eye(N)
+        exact = np.sum((M @ X @ b) ** 2) + sd**2 * np.trace(M.T @ M)
+        got = theory.least_squares_residual_corrected(X, None, b, beta2, sd)
+        assert got == pytest.approx(exact, rel=1e-8, abs=1e-14)
+        # the matrix statement on a 1 x n "matrix" is the same computation
+        assert got == pytest.approx(theory.least_squares_residual_corrected(X, (1, 100), b[None], beta2, sd),
+                                    rel=1e-12, abs=1e-15)
+    mean, se = theory.least_squares_residual_monte_carlo(X, None, b, 0.5, 0.05, draws=20_000, seed=2)
+    assert abs(mean - theory.least_squares_residual_corrected(X, None, b, 0.5, 0.05)) < 4 * se
+    if N == 30:  # the bias term matters (for N = 150 the noise floor hides it)
+        assert abs(mean - theory.least_squares_residual_printed(X, None, b, 0.5, 0.05)) > 20 * se
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: theory.least_squares_residual_corrected(np.ones((3, 4)), None, np.ones(3), 0.1), r"shapes \(N, n\)"),
+    (lambda: theory.least_squares_residual_printed(np.ones(4), None, np.ones(4), 0.1), r"shapes \(N, n\)"),
+    (lambda: theory.least_squares_residual_monte_carlo(np.ones((3, 4)), None, np.full(4, np.nan), 0.1, 0.2),
+     r"b_star must be finite"),
+    (lambda: theory.least_squares_residual_corrected(np.ones((3, 4)), None, np.ones(4), -0.1), r"beta2 must be"),
+])
+def test_c9_bad_inputs(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
