@@ -82,6 +82,22 @@ def range_distance(X: np.ndarray, b: np.ndarray, b_hat: np.ndarray) -> np.ndarra
     return np.linalg.norm((np.asarray(b) - b_hat) @ range_projector(X), axis=-1)
 
 
+def null_space_energy(X, b, tol: float = 1e-10) -> np.ndarray:
+    r""":math:`\|(I_n - VV^\top)b\|_2^2`, the energy of ``b`` (n,) outside the row space of :math:`\tilde X`: the
+    lower bound of Theorem C.10 on :math:`\|\hat b - b^*\|_2^2`, reached by noiseless least squares with
+    :math:`\beta_2 = 0`. ``X`` (..., N, n): one value per matrix (a stack of draws is one batched SVD),
+    singular values at most ``tol`` times the largest counted as 0."""
+    X, b = np.asarray(X, dtype=float), np.asarray(b, dtype=float)
+    if X.ndim < 2 or b.shape != X.shape[-1:]:
+        raise ValueError(f"X and b must have shapes (..., N, n) and (n,), got {X.shape} and {b.shape}")
+    check_finite("X", X)
+    check_finite("b", b)
+    tol = check_range("tol", tol, 0.0, 1.0, closed="left")
+    _, sv, Vt = np.linalg.svd(X, full_matrices=False)
+    keep = sv > tol * sv[..., :1]
+    return np.sum(b**2) - np.sum(np.where(keep, Vt @ b, 0.0) ** 2, axis=-1)
+
+
 def _sparse_inputs(X, y, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``X`` (N, n), ``y`` (N,) and ``b`` (..., n), finite, as float arrays, with matching sizes."""
     X, y, b = (np.asarray(v, dtype=float) for v in (X, y, b))

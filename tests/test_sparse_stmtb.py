@@ -108,3 +108,24 @@ def test_c9_sparse_formula_against_the_exact_expectation(N):
 def test_c9_bad_inputs(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_null_space_energy_against_an_explicit_projector_and_batched():
+    rs = np.random.RandomState(0)
+    b = rs.randn(12)
+    Xs = rs.randn(4, 5, 12)
+    Xs[3, 4] = Xs[3, 0] + Xs[3, 1]  # rank 4
+    got = theory.null_space_energy(Xs, b)
+    for X, g in zip(Xs, got):
+        P = X.T @ np.linalg.pinv(X.T)  # projector on the row space
+        assert g == pytest.approx(np.sum((b - P @ b) ** 2), rel=1e-10)
+        assert theory.null_space_energy(X, b) == pytest.approx(g, rel=1e-12)
+    # noiseless least squares reaches the bound (Theorem C.10, beta2 = 0)
+    X = Xs[0]
+    b_hat = data.least_squares(X, X @ b)
+    assert np.sum((b_hat - b) ** 2) == pytest.approx(got[0], rel=1e-10)
+    assert abs(theory.null_space_energy(rs.randn(20, 12), b)) < 1e-12 * np.sum(b**2)  # full column rank
+    with pytest.raises(ValueError, match=r"shapes \(\.\.\., N, n\)"):
+        theory.null_space_energy(Xs, b[:5])
+    with pytest.raises(ValueError, match=r"b must be finite"):
+        theory.null_space_energy(X, np.full(12, np.inf))
