@@ -129,3 +129,54 @@ def test_null_space_energy_against_an_explicit_projector_and_batched():
         theory.null_space_energy(Xs, b[:5])
     with pytest.raises(ValueError, match=r"b must be finite"):
         theory.null_space_energy(X, np.full(12, np.inf))
+
+
+def test_products_and_vectorisations_against_loops():
+    rs = np.random.RandomState(0)
+    A, B = rs.randn(2, 3), rs.randn(4, 3)
+    want = np.column_stack([np.kron(A[:, i], B[:, i]) for i in range(3)])
+    np.testing.assert_array_equal(data.khatri_rao(A, B), want)
+    np.testing.assert_array_equal(data.face_splitting(A.T, B.T), want.T)
+    M = rs.randn(3, 4)
+    K = data.commutation_matrix(3, 4)
+    np.testing.assert_array_equal(K @ data.vec(M), M.T.reshape(-1, order="F"))
+    assert data.vecr(M).tolist() == [M[i, j] for i in range(3) for j in range(4)]
+    assert sorted(K.sum(axis=0).tolist()) == [1.0] * 12  # a permutation
+
+
+def test_unfold_mode_product_and_cp_against_index_formulas():
+    rs = np.random.RandomState(1)
+    m, n, p, R = 2, 3, 4, 3
+    A, B, C = rs.randn(m, R), rs.randn(n, R), rs.randn(p, R)
+    T = data.cp_tensor(A, B, C)
+    np.testing.assert_allclose(T, np.einsum("ir,jr,kr->ijk", A, B, C), rtol=1e-14)
+    U1F, U1C, U2F = data.unfold(T, 1), data.unfold(T, 1, "C"), data.unfold(T, 2)
+    for i, j, k in np.ndindex(m, n, p):
+        assert U1F[i, j + k * n] == T[i, j, k]      # Kolda and Bader
+        assert U1C[i, j * p + k] == T[i, j, k]      # rows vecr(T_i::)
+        assert U2F[j, i + k * m] == T[i, j, k]
+        assert data.vec(T)[k * m * n + j * m + i] == T[i, j, k]
+        assert data.vecr(T)[i * n * p + j * p + k] == T[i, j, k]
+    np.testing.assert_allclose(U1F, A @ data.khatri_rao(C, B).T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(U2F, B @ data.khatri_rao(C, A).T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(data.unfold(T, 2, "C"), B @ data.khatri_rao(A, C).T, rtol=1e-12, atol=1e-12)
+    Q = rs.randn(5, p)
+    P = data.mode_product(T, Q, 3)
+    assert P.shape == (m, n, 5)
+    np.testing.assert_allclose(P, np.einsum("qk,ijk->ijq", Q, T), rtol=1e-12)
+    assert data.cp_tensor(A, B).shape == (m, n)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: data.khatri_rao(np.ones((2, 3)), np.ones((2, 4))), r"same number of columns"),
+    (lambda: data.commutation_matrix(0, 2), r"m must be"),
+    (lambda: data.unfold(np.ones((2, 3)), 3), r"mode must be"),
+    (lambda: data.unfold(np.ones((2, 3)), 1, order="K"), r"order must be one of"),
+    (lambda: data.unfold(np.ones(3), 1), r"order >= 2"),
+    (lambda: data.mode_product(np.ones((2, 3)), np.ones((4, 2)), 2), r"M must be a matrix with 3 columns"),
+    (lambda: data.cp_tensor(np.ones((2, 3))), r"at least 2"),
+    (lambda: data.cp_tensor(np.ones((2, 3)), np.ones((2, 2))), r"same number of columns"),
+])
+def test_appendix_b_bad_inputs(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
