@@ -154,6 +154,29 @@ def least_squares(X: np.ndarray, y: np.ndarray, beta2: float = 0.0) -> np.ndarra
     return np.linalg.pinv(X.T @ X + beta2 * np.eye(n)) @ X.T @ y
 
 
+def binary_fractions(shape, alpha: float = 2.0**-10, max_ratio: int = 64, integer_share: float = 0.0,
+                     bits: int = 10, seed: int = 0) -> np.ndarray:
+    r"""Starting points :math:`b^{(1)}` for the exact ℓ₁ dynamics of Lemma C.11 and Theorem C.12
+    (:func:`grokkit.theory.l1_iterates`): :math:`b = m\,\alpha\,2^{-\text{bits}}` with m uniform integers in
+    :math:`[-\text{max\_ratio}\,2^{\text{bits}}, \text{max\_ratio}\,2^{\text{bits}}]` (so :math:`|b|/\alpha \le` ``max_ratio``),
+    a share ``integer_share`` of them (each independently) rounded to an integer multiple of α.
+    ``alpha`` must be a power of two, so that every b and every :math:`b - k\alpha` is exact in float64.
+    Drawn from ``RandomState(seed)``; shape ``shape`` (an int or a tuple of ints >= 1)."""
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    shape = tuple(check_int("shape", k, 1) for k in shape)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    if math.frexp(alpha)[0] != 0.5:
+        raise ValueError(f"alpha must be a power of two, got {show(alpha)}")
+    max_ratio = check_int("max_ratio", max_ratio, 1, 2**20)
+    integer_share = check_range("integer_share", integer_share, 0.0, 1.0)
+    bits = check_int("bits", bits, 0, 30)
+    rs = np.random.RandomState(check_seed("seed", seed))
+    m = rs.randint(-max_ratio * 2**bits, max_ratio * 2**bits + 1, size=shape)
+    integer = rs.rand(*shape) < integer_share
+    m[integer] = 2**bits * np.round(m[integer] / 2**bits).astype(m.dtype)
+    return m * (alpha * 2.0**-bits)
+
+
 def coherence(A: np.ndarray, B: np.ndarray | None = None) -> float:
     r"""Coherence :math:`\mu(A, B) = \max_{i,j} |\langle a_i, b_j\rangle|/(\|a_i\|\|b_j\|)`
     between the columns of A and B (Definition C.3); with ``B=None`` the mutual coherence
@@ -381,8 +404,78 @@ SENSING_VARIANCES = ("1/n_k", "1/n_k^2", "1/N")
 
 
 def vec(A: np.ndarray) -> np.ndarray:
-    r"""Column-major :math:`\operatorname{vec}(A)`: :math:`\operatorname{vec}(A)_{j n_1 + i} = A_{ij}` (paper App. B)."""
+    r"""Column-major :math:`\operatorname{vec}(A) = \operatorname{vecc}(A)`: :math:`\operatorname{vec}(A)_{j n_1 + i} = A_{ij}`
+    (Definition B.2); for a tensor :math:`T \in \mathbb R^{m\times n\times p}`, :math:`\operatorname{vecc}(T)_{kmn + jm + i} = T_{ijk}`
+    (Definition B.3)."""
     return np.asarray(A).reshape(-1, order="F")
+
+
+def vecr(A: np.ndarray) -> np.ndarray:
+    r"""Row-major vectorisation (Definitions B.2, B.3): :math:`\operatorname{vecr}(M)_{in + j} = M_{ij}` for
+    :math:`M \in \mathbb R^{m\times n}`, so :math:`\operatorname{vecr}(M) = \operatorname{vec}(M^\top) = K_{(m,n)}\operatorname{vec}(M)`
+    (:func:`commutation_matrix`); :math:`\operatorname{vecr}(T)_{inp + jp + k} = T_{ijk}` for a tensor. (The paper
+    prints the indices :math:`jm + i` and :math:`inp + jm + k`: typos, spec §5 item 22.)"""
+    return np.asarray(A).reshape(-1, order="C")
+
+
+def commutation_matrix(m: int, n: int) -> np.ndarray:
+    r"""The commutation matrix :math:`K_{(m,n)} \in \{0, 1\}^{mn\times mn}` of Definition B.2:
+    :math:`K_{(m,n)}\operatorname{vec}(M) = \operatorname{vec}(M^\top)` for every :math:`M \in \mathbb R^{m\times n}`, i.e. row
+    :math:`in + j` has its 1 in column :math:`jm + i`."""
+    m, n = check_int("m", m, 1), check_int("n", n, 1)
+    i, j = np.divmod(np.arange(m * n), n)  # row i n + j of vec(M^T) holds M_ij
+    K = np.zeros((m * n, m * n))
+    K[i * n + j, j * m + i] = 1.0
+    return K
+
+
+UNFOLD_ORDERS = ("F", "C")
+
+
+def unfold(T: np.ndarray, mode: int, order: str = "F") -> np.ndarray:
+    r"""Mode-``mode`` unfolding :math:`T_{(k)}` of a tensor of order K (Definition B.3), k = 1 … K: row
+    :math:`i_k`, one column per index of the other modes. ``order="F"``: the columns in column-major
+    order of the remaining indices (the first varies fastest: Kolda and Bader's convention, where
+    :math:`T_{(1)}[i, j + kn] = T_{ijk}`); ``order="C"``: row-major (the last fastest,
+    :math:`T_{(1)}[i, jp + k] = T_{ijk}`, the paper's :math:`T^{(12)}` built from :math:`\operatorname{vecr}` of the slices).
+    The order decides which Khatri–Rao order the CP identities take (:func:`cp_tensor`)."""
+    T = np.asarray(T, dtype=float)
+    check_finite("T", T)
+    if T.ndim < 2:
+        raise ValueError(f"T must be a tensor of order >= 2, got shape {T.shape}")
+    mode = check_int("mode", mode, 1, T.ndim, high_name="the order of T")
+    check_option("order", order, UNFOLD_ORDERS)
+    return np.moveaxis(T, mode - 1, 0).reshape(T.shape[mode - 1], -1, order=order)
+
+
+def mode_product(T: np.ndarray, M: np.ndarray, mode: int) -> np.ndarray:
+    r"""The mode-k product :math:`T\times_k M` (Definition B.3): :math:`(T\times_k M)_{\dots q \dots} = \sum_{i_k} M_{q i_k}
+    T_{\dots i_k \dots}`, so that :math:`(T\times_k M)_{(k)} = M\,T_{(k)}` in either :func:`unfold` order."""
+    T, M = np.asarray(T, dtype=float), np.asarray(M, dtype=float)
+    check_finite("T", T)
+    check_finite("M", M)
+    mode = check_int("mode", mode, 1, max(T.ndim, 1), high_name="the order of T")
+    if M.ndim != 2 or M.shape[1] != T.shape[mode - 1]:
+        raise ValueError(f"M must be a matrix with {T.shape[mode - 1]} columns (the size of mode {mode}), "
+                         f"got shape {M.shape}")
+    return np.moveaxis(np.tensordot(M, T, axes=(1, mode - 1)), 0, mode - 1)
+
+
+def cp_tensor(*factors: np.ndarray) -> np.ndarray:
+    r"""The CP tensor :math:`[\![A^{(1)}, \dots, A^{(K)}]\!] = \sum_{r=1}^R A^{(1)}_{:,r}\circ\cdots\circ A^{(K)}_{:,r}`
+    (Definition B.3) from K >= 2 factor matrices with R columns each."""
+    if len(factors) < 2:
+        raise ValueError(f"factors must be at least 2 matrices, got {len(factors)}")
+    mats = [np.asarray(F, dtype=float) for F in factors]
+    for k, F in enumerate(mats, 1):
+        check_finite(f"factor {k}", F)
+        if F.ndim != 2 or F.shape[1] != mats[0].shape[1]:
+            raise ValueError(f"factors must be matrices with the same number of columns, got shapes "
+                             f"{[np.shape(G) for G in factors]}")
+    out = mats[0]
+    for F in mats[1:]:
+        out = out[..., None, :] * F.reshape((1,) * (out.ndim - 1) + F.shape)
+    return out.sum(axis=-1)
 
 
 def unvec(a: np.ndarray, n1: int, n2: int) -> np.ndarray:
@@ -660,6 +753,18 @@ def _sensing_variance(variance: float | str, n_k: int, N: int) -> float:
         check_option("variance", variance, SENSING_VARIANCES)
         return {"1/n_k": 1.0 / n_k, "1/n_k^2": 1.0 / n_k**2, "1/N": 1.0 / N}[variance]
     return check_range("variance", variance, 0.0, closed="neither")
+
+
+def khatri_rao(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    r"""Column-wise Khatri–Rao product (Definition B.1): :math:`(P\star Q)_{:,i} = P_{:,i}\otimes Q_{:,i}`, for
+    :math:`P \in \mathbb R^{m\times n}`, :math:`Q \in \mathbb R^{p\times n}`; :math:`P\star Q \in \mathbb R^{mp\times n}`, and
+    :math:`P\bullet Q = (P^\top\star Q^\top)^\top` (:func:`face_splitting`)."""
+    check_finite("P", P)
+    check_finite("Q", Q)
+    P, Q = np.asarray(P, dtype=float), np.asarray(Q, dtype=float)
+    if P.ndim != 2 or Q.ndim != 2 or P.shape[1] != Q.shape[1]:
+        raise ValueError(f"P and Q must be matrices with the same number of columns, got shapes {P.shape} and {Q.shape}")
+    return face_splitting(P.T, Q.T).T
 
 
 def face_splitting(P: np.ndarray, Q: np.ndarray) -> np.ndarray:

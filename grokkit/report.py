@@ -54,6 +54,10 @@ PARAMETER_CHECKS = {
     "train_fraction": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "batch_size": lambda name, value: value is None or _count(name, value),
     "draws": lambda name, value: check_int(name, value, 2),  # a Monte-Carlo sample: 2 or more
+    "vectors": _count,
+    "max_ratio": _count,  # largest |b(1)_i|/alpha of the exact l1 dynamics (Lemma C.11)
+    "bits": lambda name, value: check_int(name, value, 0, 30),
+    "integer_share": lambda name, value: check_range(name, value, 0.0, 1.0),
     "seed": check_seed,
     "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
     "alpha": _positive,

@@ -111,6 +111,22 @@ def ridge_iterates(X, y, b1, alpha: float, beta2: float, t) -> np.ndarray:
     return b_hat + (factor ** t[:, None] * ((b1 - b_hat) @ Q)) @ Q.T
 
 
+def null_space_energy(X, b, tol: float = 1e-10) -> np.ndarray:
+    r""":math:`\|(I_n - VV^\top)b\|_2^2`, the energy of ``b`` (n,) outside the row space of :math:`\tilde X`: the
+    lower bound of Theorem C.10 on :math:`\|\hat b - b^*\|_2^2`, reached by noiseless least squares with
+    :math:`\beta_2 = 0`. ``X`` (..., N, n): one value per matrix (a stack of draws is one batched SVD),
+    singular values at most ``tol`` times the largest counted as 0."""
+    X, b = np.asarray(X, dtype=float), np.asarray(b, dtype=float)
+    if X.ndim < 2 or b.shape != X.shape[-1:]:
+        raise ValueError(f"X and b must have shapes (..., N, n) and (n,), got {X.shape} and {b.shape}")
+    check_finite("X", X)
+    check_finite("b", b)
+    tol = check_range("tol", tol, 0.0, 1.0, closed="left")
+    _, sv, Vt = np.linalg.svd(X, full_matrices=False)
+    keep = sv > tol * sv[..., :1]
+    return np.sum(b**2) - np.sum(np.where(keep, Vt @ b, 0.0) ** 2, axis=-1)
+
+
 def _sparse_inputs(X, y, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``X`` (N, n), ``y`` (N,) and ``b`` (..., n), finite, as float arrays, with matching sizes."""
     X, y, b = (np.asarray(v, dtype=float) for v in (X, y, b))
@@ -301,6 +317,48 @@ def generalization_step(t1, b_t1: np.ndarray, alpha, beta1):
     alpha, beta1 = _hyper(alpha, beta1)
     with np.errstate(divide="ignore"):
         return t1 + np.floor(np.abs(np.asarray(b_t1)).max(axis=-1) / (alpha * beta1))
+
+
+L1_ENTRY_RULES = ("exact", "printed")
+
+
+def l1_iterates(b1, alpha, steps: int) -> np.ndarray:
+    r"""The bare ℓ₁ subgradient dynamics of Lemma C.11 (a scalar) and Theorem C.12 (coordinate-wise),
+    :math:`b^{(t+1)} = b^{(t)} - \alpha h(b^{(t)})` with :math:`h = \operatorname{sign}` (sign 0 = 0): the update
+    of §C.6.2 after memorization, with α for αβ₁. Returns an array of shape (``steps`` + 1, \*b1.shape)
+    whose row t − 1 is :math:`b^{(t)}`, t = 1 … ``steps`` + 1 (row 0 is :math:`b^{(1)}`, the paper's
+    1-based start).
+
+    Exact in float64 when α and every :math:`b^{(1)}_i` are multiples of one power of two
+    :math:`2^{-k}` with :math:`|b^{(1)}_i| 2^k < 2^{53}` (binary fractions, as
+    :func:`grokkit.data.binary_fractions` draws them): every :math:`b - \alpha` is then computed without
+    rounding, so an integer ratio :math:`b^{(1)}_i/\alpha` reaches 0 exactly."""
+    b = np.asarray(b1, dtype=float)
+    check_finite("b1", b)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    steps = check_int("steps", steps, 0, MAX_STEPS)
+    out = np.empty((steps + 1,) + b.shape)
+    out[0] = b
+    for t in range(steps):
+        out[t + 1] = out[t] - alpha * np.sign(out[t])
+    return out
+
+
+def l1_entry_time(b1, alpha, rule: str = "exact") -> np.ndarray:
+    r"""The first t ≥ 1 with :math:`|b^{(t)}| \le \alpha` under :func:`l1_iterates`, per entry of ``b1``
+    (Lemma C.11 (2); for a vector, the largest entry's is Theorem C.12 (2)'s time for
+    :math:`\|b^{(t)}\|_\infty \le \alpha`, since :math:`[-\alpha, \alpha]` is invariant).
+
+    ``rule="exact"``: :math:`\max(1, \lceil|b^{(1)}|/\alpha\rceil)`, since :math:`|b^{(t)}| = |b^{(1)}| - (t-1)\alpha`
+    until then. ``rule="printed"``: the lemma's ":math:`|b^{(t)}| \le \alpha` iff :math:`t > \lfloor|b^{(1)}|/\alpha\rfloor`",
+    i.e. :math:`\lfloor|b^{(1)}|/\alpha\rfloor + 1`: one step late when the ratio is a positive integer
+    (then :math:`|b^{(t)}| = \alpha` at :math:`t = |b^{(1)}|/\alpha`), equal otherwise."""
+    b = np.asarray(b1, dtype=float)
+    check_finite("b1", b)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    check_option("rule", rule, L1_ENTRY_RULES)
+    ratio = np.abs(b) / alpha
+    return np.maximum(1.0, np.ceil(ratio)) if rule == "exact" else np.floor(ratio) + 1.0
 
 
 def generalization_delay(b_hat: np.ndarray, alpha, beta1):
@@ -754,22 +812,33 @@ def matrix_generalization_delay_code(A_hat: np.ndarray, A_star: np.ndarray, alph
 
 
 def _d9_inputs(operator, shape, A_star, beta2, noise_std):
-    """X, vec(A*), β₂ and σ_ξ of Theorem D.9, checked."""
-    X = measurement_matrix(operator, shape)
-    check_finite("A_star", A_star)
-    if np.shape(A_star) != _shape(shape):
-        raise ValueError(f"A_star must have shape (n1, n2) = {_shape(shape)}, got {np.shape(A_star)}")
+    """X, the vector a* (or b*), β₂ and σ_ξ of Theorems D.9 and C.9, checked. With ``shape`` a pair
+    (n1, n2): ``operator`` a mask or a sensing matrix and ``A_star`` (n1, n2), vectorised (D.9). With
+    ``shape=None``: ``operator`` the matrix X̃ (N, n) and ``A_star`` the vector b* (n,) (C.9)."""
+    if shape is None:
+        X, b = np.asarray(operator, dtype=float), np.asarray(A_star, dtype=float)
+        if X.ndim != 2 or b.shape != X.shape[1:]:
+            raise ValueError(f"with shape None, X and b_star must have shapes (N, n) and (n,), "
+                             f"got {X.shape} and {b.shape}")
+        check_finite("X", X)
+        check_finite("b_star", b)
+    else:
+        X = measurement_matrix(operator, shape)
+        check_finite("A_star", A_star)
+        if np.shape(A_star) != _shape(shape):
+            raise ValueError(f"A_star must have shape (n1, n2) = {_shape(shape)}, got {np.shape(A_star)}")
+        b = vec(np.asarray(A_star, dtype=float))
     beta2 = check_range("beta2", beta2, 0.0, closed="left")
     noise_std = check_range("noise_std", noise_std, 0.0, closed="left")
-    return X, vec(np.asarray(A_star, dtype=float)), beta2, noise_std
+    return X, b, beta2, noise_std
 
 
 def _d9_terms(operator, shape, A_star, beta2, noise_std, tol):
-    X, _, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
+    X, a, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
     tol = check_range("tol", tol, 0.0, 1.0, closed="left")
     lam, V = np.linalg.eigh(X.T @ X)
     keep = lam > tol * max(lam.max(), 0.0) if lam.max() > 0 else np.zeros(len(lam), bool)
-    sigma, proj = lam[keep], V[:, keep].T @ vec(A_star)  # σ_i and (V_Xᵀ a*)_i, i ≤ r_X
+    sigma, proj = lam[keep], V[:, keep].T @ a  # σ_i and (V_Xᵀ a*)_i, i ≤ r_X
     noise = noise_std**2 * (np.sum((beta2 / (sigma + beta2)) ** 2) + X.shape[0] - keep.sum())
     return sigma, proj, beta2, noise
 
@@ -782,7 +851,10 @@ def least_squares_residual_printed(operator, shape, A_star, beta2: float, noise_
 
     The first term is wrong (spec §2, §5 item 8): its factor :math:`\sigma_i^2` should be :math:`\sigma_i`
     (:func:`least_squares_residual_corrected`). The two agree when every nonzero σ_i is 1 (completion)
-    or β₂ = 0."""
+    or β₂ = 0.
+
+    ``shape=None``: Theorem C.9, the sparse statement it copies (the same formula and the same error,
+    with :math:`\lambda_i` for σ_i), with ``operator`` = X̃ (N, n) and ``A_star`` = b* (n,)."""
     sigma, proj, beta2, noise = _d9_terms(operator, shape, A_star, beta2, noise_std, tol)
     return float(np.sum((beta2 * sigma / (sigma + beta2)) ** 2 * proj**2) + noise)
 
@@ -793,7 +865,8 @@ def least_squares_residual_corrected(operator, shape, A_star, beta2: float, nois
     \sum_{i\le r_X}\frac{\beta_2^2\sigma_i}{(\sigma_i+\beta_2)^2}(V_X^\top a^*)_i^2 + \sigma_\xi^2\sum_{i\le r_X}\big(\frac{\beta_2}{\sigma_i+\beta_2}\big)^2
     + \sigma_\xi^2(N - r_X)`. Differs from :func:`least_squares_residual_printed` only in the first term
     (:math:`\sigma_i` in place of :math:`\sigma_i^2`): with :math:`X = U_X\Sigma_X^{1/2}V_X^\top`, the signal part of the
-    residual is :math:`U_X\operatorname{diag}(\beta_2\sqrt{\sigma_i}/(\sigma_i+\beta_2))V_X^\top a^*`."""
+    residual is :math:`U_X\operatorname{diag}(\beta_2\sqrt{\sigma_i}/(\sigma_i+\beta_2))V_X^\top a^*`. The same for
+    Theorem C.9 (the proof's last line) with ``shape=None``, ``operator`` = X̃ (N, n), ``A_star`` = b* (n,)."""
     sigma, proj, beta2, noise = _d9_terms(operator, shape, A_star, beta2, noise_std, tol)
     return float(np.sum(beta2**2 * sigma / (sigma + beta2) ** 2 * proj**2) + noise)
 
@@ -806,7 +879,8 @@ def least_squares_residual_monte_carlo(operator, shape, A_star, beta2: float, no
     :math:`\hat a = (X^\top X + \beta_2 I_n)^\dagger X^\top y^*` (:func:`grokkit.data.least_squares`, one
     solve for all draws), and the squared residual of each draw. Returns (mean, standard error of
     the mean), to compare with :func:`least_squares_residual_printed` and
-    :func:`least_squares_residual_corrected`."""
+    :func:`least_squares_residual_corrected`. ``shape=None``: Theorem C.9, ``operator`` = X̃ (N, n) and
+    ``A_star`` = b* (n,)."""
     X, a, beta2, noise_std = _d9_inputs(operator, shape, A_star, beta2, noise_std)
     draws = check_int("draws", draws, 2)
     rs = np.random.RandomState(check_seed("seed", seed))
