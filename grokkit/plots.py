@@ -448,11 +448,11 @@ def component_map(t, values, reference=None, *, threshold: float = 0.0, label: s
 
 
 def snapshots(values, titles, *, shape=None, reference=None, x=None, xlabel: str = "$j$",
-              label: str = "value", cmap: str = "gray_r"):
+              label: str = "value", cmap: str = "gray_r", columns: int = 4):
     r"""A vector at several moments side by side (Figures 37 and 40: a reconstruction at several
     steps), ``values`` (k, n) with one title each. With ``shape`` (an image's rows and columns)
     each panel is the vector as an image on one colour scale shared by all (``imshow``, a colour
-    bar); without it each panel plots the vector against ``x`` (default 0..n − 1) with
+    bar), ``columns`` to a row; without it each panel plots the vector against ``x`` (default 0..n − 1) with
     ``reference`` (n,) dashed, the panels stacked."""
     values = np.asarray(values, dtype=float)
     if values.ndim != 2 or values.shape[0] != len(titles):
@@ -460,8 +460,12 @@ def snapshots(values, titles, *, shape=None, reference=None, x=None, xlabel: str
                          f"and {len(titles)} titles")
     k = values.shape[0]
     if shape is not None:
-        fig, axes = plt.subplots(1, k, figsize=(WIDTH, WIDTH / k + 0.6), layout="constrained")
-        axes = np.atleast_1d(axes)
+        rows = -(-k // columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(WIDTH, rows * (WIDTH / columns + 0.3)),
+                                 layout="constrained", squeeze=False)
+        axes = axes.ravel()
+        for ax in axes[k:]:
+            ax.set_axis_off()
         low, high = min(values.min(), 0.0), max(values.max(), 1e-300)
         for ax, v, title in zip(axes, values, titles):
             image = ax.imshow(v.reshape(shape), cmap=cmap, vmin=low, vmax=high)
@@ -469,7 +473,7 @@ def snapshots(values, titles, *, shape=None, reference=None, x=None, xlabel: str
             ax.set_xticks([])
             ax.set_yticks([])
             ax.grid(False)
-        fig.colorbar(image, ax=axes, label=label, aspect=15, fraction=0.04)
+        fig.colorbar(image, ax=axes[:k], label=label, aspect=20, fraction=0.04)
         return fig
     x = np.arange(values.shape[1]) if x is None else np.asarray(x)
     fig, axes = new_figure(k, height=1.5 * k + 0.6)
