@@ -23,7 +23,7 @@ import torch
 from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed, show
 from grokkit.kernels.run import resolve_device
 
-BASES = ("identity", "orthonormal", "dct")
+BASES = ("identity", "orthonormal", "dct", "fourier")
 
 
 def dictionary(n: int, kind: str = "identity", seed: int = 0) -> np.ndarray:
@@ -31,7 +31,12 @@ def dictionary(n: int, kind: str = "identity", seed: int = 0) -> np.ndarray:
 
     ``"identity"``; ``"orthonormal"``: Q of the QR decomposition of a Gaussian matrix
     (seeded); ``"dct"``: the orthonormal DCT-II atoms
-    :math:`\Phi_{jk} = \sqrt{2/n}\,c_k\cos(\pi(2j+1)k/2n)`, :math:`c_0 = 1/\sqrt2`.
+    :math:`\Phi_{jk} = \sqrt{2/n}\,c_k\cos(\pi(2j+1)k/2n)`, :math:`c_0 = 1/\sqrt2`;
+    ``"fourier"``: the real orthonormal Fourier atoms in frequency order, column 0 the constant
+    :math:`1/\sqrt n`, columns :math:`2k-1` and :math:`2k` the pair
+    :math:`\sqrt{2/n}\cos(2\pi kj/n)` and :math:`\sqrt{2/n}\sin(2\pi kj/n)` for
+    :math:`1 \le k < n/2`, and for even n the last column :math:`(-1)^j/\sqrt n` (the real
+    counterpart of the DFT basis of Figure 38, §C.12.2).
     """
     n = check_int("n", n, 1)
     check_option("basis", kind, BASES)
@@ -41,6 +46,16 @@ def dictionary(n: int, kind: str = "identity", seed: int = 0) -> np.ndarray:
     if kind == "orthonormal":
         q, r = np.linalg.qr(np.random.RandomState(seed).randn(n, n))
         return q * np.sign(np.diag(r))
+    if kind == "fourier":
+        j = np.arange(n)[:, None]
+        k = np.arange(1, (n + 1) // 2)[None, :]
+        phi = np.empty((n, n))
+        phi[:, 0] = 1.0 / np.sqrt(n)
+        phi[:, 1:2 * k.size + 1:2] = np.sqrt(2.0 / n) * np.cos(2 * np.pi * k * j / n)
+        phi[:, 2:2 * k.size + 1:2] = np.sqrt(2.0 / n) * np.sin(2 * np.pi * k * j / n)
+        if n % 2 == 0:
+            phi[:, -1] = (-1.0) ** np.arange(n) / np.sqrt(n)
+        return phi
     j, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     phi = np.sqrt(2.0 / n) * np.cos(np.pi * (2 * j + 1) * k / (2 * n))
     phi[:, 0] /= np.sqrt(2.0)
@@ -88,6 +103,57 @@ def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
         values = rs.randn(s)
     b_star = np.zeros(n)
     b_star[support] = values / np.sqrt(n)
+    return b_star
+
+
+def digit_signal() -> np.ndarray:
+    r"""The image of Figures 36–37 (§C.12.1) as :math:`b^* \in \mathbb R^{64}`: the first 8×8
+    digit of scikit-learn's bundled UCI optical-recognition digits (``load_digits().images[0]``,
+    a 0; the paper calls it "MNIST", but MNIST images are 28×28), min–max normalised to [0, 1],
+    values below 0.5 set to 0, flattened row by row: s = 22 nonzeros (34.38 %, the paper's
+    count), all in [0.5, 1]. Reshape with ``reshape(8, 8)``."""
+    from sklearn.datasets import load_digits
+
+    image = load_digits().images[0].astype(float)
+    image = (image - image.min()) / (image.max() - image.min())
+    image[image < 0.5] = 0.0
+    return image.ravel()
+
+
+def sinusoid_signal(n: int = 100, frequencies=(10, 25, 40, 75, 95), amplitudes=(1.0, 0.8, 1.2, 1.5, 0.5),
+                    phases=(0.0, np.pi / 4, 3 * np.pi / 8, 3 * np.pi / 4, np.pi)) -> np.ndarray:
+    r"""The sinusoid of Figures 38–40 (§C.12.2) in the real Fourier basis (:func:`dictionary`
+    ``"fourier"``): :math:`b^*` with :math:`\Phi b^* = a^*`,
+
+    .. math:: a^*(j) = \sum_{k\in F} A_k\cos(2\pi kj/n + \varphi_k), \qquad j = 0, \dots, n-1.
+
+    Frequency k and n − k are the same real atom (:math:`\cos(2\pi(n-k)j/n + \varphi) =
+    \cos(2\pi kj/n - \varphi)`), so k is folded to :math:`k' = \min(k \bmod n, n - k \bmod n)`
+    and each term adds :math:`A\cos\varphi'` to the cosine atom of k' and :math:`-A\sin\varphi'` to
+    its sine atom (times :math:`\sqrt{n/2}`, or :math:`\sqrt n` for k' = 0 and n/2, which have no
+    sine atom), :math:`\varphi' = \pm\varphi`. Coefficients below :math:`10^{-12}` of the largest
+    (the sine of :math:`\varphi = \pi`) are set to 0: the paper's F, A, φ give 6 nonzeros (its complex
+    DFT has 8, the 4 folded frequencies and their conjugates; the paper says s = 5)."""
+    n = check_int("n", n, 2)
+    frequencies = [check_int("frequencies", k, 0) for k in np.atleast_1d(frequencies)]
+    amplitudes = check_grid("amplitudes", amplitudes).ravel()
+    phases = check_grid("phases", phases).ravel()
+    if not (len(frequencies) == amplitudes.size == phases.size):
+        raise ValueError(f"frequencies, amplitudes and phases must have the same length, got "
+                         f"{len(frequencies)}, {amplitudes.size} and {phases.size}")
+    b_star = np.zeros(n)
+    for k, A, phase in zip(frequencies, amplitudes, phases):
+        k = k % n
+        if 2 * k > n:
+            k, phase = n - k, -phase
+        if k == 0 or 2 * k == n:
+            b_star[0 if k == 0 else n - 1] += np.sqrt(n) * A * np.cos(phase)
+        else:
+            b_star[2 * k - 1] += np.sqrt(n / 2) * A * np.cos(phase)
+            b_star[2 * k] -= np.sqrt(n / 2) * A * np.sin(phase)
+    b_star[np.abs(b_star) < 1e-12 * np.abs(b_star).max(initial=0.0)] = 0.0
+    if not b_star.any():
+        raise ValueError(f"amplitudes must give a nonzero signal, got {show(amplitudes.tolist())}")
     return b_star
 
 
@@ -320,12 +386,70 @@ def make_problem(n: int = 100, s: int = 5, N: int = 30, *, tau: float = 0.0, bas
     if snr is not None:
         check_range("snr", snr, 0.0, closed="neither")
     phi = dictionary(n, basis, seed)
-    b_star = sparse_signal(n, s, seed)
+    return _measure(phi, sparse_signal(n, s, seed), N, tau, variance, snr, s / n, seed, x_seed)
+
+
+def _measure(phi, b_star, N, tau, variance, snr, signal_power, seed, x_seed) -> SparseProblem:
     X_raw = measurement_matrix(N, phi, tau, variance, x_seed)
     X = X_raw @ phi
-    xi = noise(N, snr, s / n, x_seed)
+    xi = noise(N, snr, signal_power, x_seed)
     return SparseProblem(X=X, y=X @ b_star + xi, b_star=b_star, xi=xi, phi=phi, X_raw=X_raw,
                          tau=tau, seed=seed)
+
+
+def signal_problem(b_star: np.ndarray, N: int, *, basis: str = "identity", tau: float = 0.0,
+                   variance: float | str = "1/N", snr: float | None = None, seed: int = 0) -> SparseProblem:
+    r"""A sparse-recovery problem for a given signal (Figures 36–40, §C.12): :math:`b^*` the
+    coefficients of :math:`a^* = \Phi b^*` in the :func:`dictionary` ``basis``, measured as in
+    :func:`make_problem` (X by :func:`measurement_matrix` with ``tau``, ``variance`` and ``seed``,
+    :math:`\tilde X = X\Phi`, noise by :func:`noise` with signal power :math:`\|b^*\|_2^2`).
+    ``b_star`` is finite, nonzero, of length n = the basis size."""
+    check_finite("b_star", b_star)
+    b_star = np.asarray(b_star, dtype=float)
+    if b_star.ndim != 1 or not b_star.any():
+        raise ValueError(f"b_star must be a nonzero vector of shape (n,), got shape {b_star.shape}")
+    N = check_int("N", N, 1)
+    seed = check_seed("seed", seed)
+    tau = check_range("tau", tau, 0.0, 1.0)
+    _variance(variance, b_star.size, N)
+    check_option("basis", basis, BASES)
+    if snr is not None:
+        check_range("snr", snr, 0.0, closed="neither")
+    phi = dictionary(b_star.size, basis, seed)
+    return _measure(phi, b_star.copy(), N, tau, variance, snr, float(b_star @ b_star), seed, seed)
+
+
+def polynomial_features(x: np.ndarray) -> np.ndarray:
+    r"""The features of a quadratic polynomial (§C.12.3): for each row x of ``x`` (N, m),
+    :math:`q(x) = [x_ix_j]_{i\le j} \oplus [x_i]` (the products in row-major order of the upper
+    triangle, then x), of length n = m(m + 1)/2 + m, so that
+    :math:`p(x) = \sum_{i\le j}M_{ij}x_ix_j + \sum_i m_ix_i = q(x)^\top a`."""
+    check_finite("x", x)
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2 or x.shape[1] < 1:
+        raise ValueError(f"x must be a matrix (N, m) with m >= 1, got shape {x.shape}")
+    i, j = np.triu_indices(x.shape[1])
+    return np.hstack([x[:, i] * x[:, j], x])
+
+
+def polynomial_problem(m: int = 10, s: int = 5, N: int = 40, *, seed: int = 0) -> SparseProblem:
+    r"""Recovering a sparse quadratic polynomial from its values (Figure 41, §C.12.3): the
+    coefficient vector :math:`a^* \in \mathbb R^n`, n = m(m + 1)/2 + m, is :func:`sparse_signal`
+    (n, ``s``, ``seed``) (s entries :math:`\mathcal N(0, 1/n)`); the N inputs :math:`x_k` are
+    i.i.d. :math:`\mathcal N(0, I_m)`; the design is :math:`\tilde X = Q/\sqrt N` with rows
+    :math:`q(x_k)` (:func:`polynomial_features`) and :math:`y_k = p^*(x_k)/\sqrt N`, so that the
+    data term is the mean squared error (the scale of the Gaussian recipe's variance 1/N).
+    Noiseless, :math:`\Phi = I_n`. The paper fixes none of m, s, N or the law of x: our choices."""
+    m = check_int("m", m, 1)
+    n = m * (m + 1) // 2 + m
+    s = check_int("s", s, 1, n, high_name="m(m + 1)/2 + m")
+    N = check_int("N", N, 1)
+    seed = check_seed("seed", seed)
+    b_star = sparse_signal(n, s, seed)
+    x = np.random.default_rng([seed, 3]).standard_normal((N, m))
+    X = polynomial_features(x) / np.sqrt(N)
+    return SparseProblem(X=X, y=X @ b_star, b_star=b_star, xi=np.zeros(N), phi=np.eye(n), X_raw=X,
+                         tau=0.0, seed=seed)
 
 
 def stack_problems(problems) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -447,6 +447,48 @@ def component_map(t, values, reference=None, *, threshold: float = 0.0, label: s
     return fig
 
 
+def snapshots(values, titles, *, shape=None, reference=None, x=None, xlabel: str = "$j$",
+              label: str = "value", cmap: str = "gray_r", columns: int = 4):
+    r"""A vector at several moments side by side (Figures 37 and 40: a reconstruction at several
+    steps), ``values`` (k, n) with one title each. With ``shape`` (an image's rows and columns)
+    each panel is the vector as an image on one colour scale shared by all (``imshow``, a colour
+    bar), ``columns`` to a row; without it each panel plots the vector against ``x`` (default 0..n − 1) with
+    ``reference`` (n,) dashed, the panels stacked."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[0] != len(titles):
+        raise ValueError(f"values must be (k, n) with one title per row, got shape {values.shape} "
+                         f"and {len(titles)} titles")
+    k = values.shape[0]
+    if shape is not None:
+        rows = -(-k // columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(WIDTH, rows * (WIDTH / columns + 0.3)),
+                                 layout="constrained", squeeze=False)
+        axes = axes.ravel()
+        for ax in axes[k:]:
+            ax.set_axis_off()
+        low, high = min(values.min(), 0.0), max(values.max(), 1e-300)
+        for ax, v, title in zip(axes, values, titles):
+            image = ax.imshow(v.reshape(shape), cmap=cmap, vmin=low, vmax=high)
+            ax.set_title(title, fontsize="small")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.grid(False)
+        fig.colorbar(image, ax=axes[:k], label=label, aspect=20, fraction=0.04)
+        return fig
+    x = np.arange(values.shape[1]) if x is None else np.asarray(x)
+    fig, axes = new_figure(k, height=1.5 * k + 0.6)
+    for i, (ax, v, title) in enumerate(zip(np.atleast_1d(axes), values, titles)):
+        ax.plot(x, v, color=TEST, lw=1.2, label="reconstruction" if i == 0 else None)
+        if reference is not None:
+            ax.plot(x, reference, color="k", ls="--", lw=0.8, label="target" if i == 0 else None)
+        ax.set_title(title, fontsize="small")
+        ax.set_ylabel(label)
+    ax.set_xlabel(xlabel)
+    if reference is not None:
+        fig.legend(loc="outside lower center", ncols=2)
+    return fig
+
+
 def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0, ratio: bool = True):
     r"""The grokking mechanism in three panels (Figures 2, 4, 43 and 44): (i) the errors and
     the gradient ratio :math:`\|\beta h\|/\|G_{\beta_2}\|`; (ii) the errors and the norm

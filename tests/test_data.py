@@ -275,7 +275,7 @@ BAD_INPUTS = [
     (dict(n=10, s=0, N=5), r"s must be an integer in \[1, "),
     (dict(n=10, s=2, N=5, tau=1.5), r"tau must be in \[0\.0, 1\.0\]"),
     (dict(n=10, s=2, N=5, tau=-0.1), r"tau must be in \[0\.0, 1\.0\]"),
-    (dict(n=10, s=2, N=5, basis="fourier"), r"basis must be one of 'identity', 'orthonormal', 'dct'"),
+    (dict(n=10, s=2, N=5, basis="wavelet"), r"basis must be one of 'identity', 'orthonormal', 'dct', 'fourier'"),
     (dict(n=10, s=2, N=5, variance="1/s"), r"variance must be one of '1/n', '1/N'"),
     (dict(n=10, s=2, N=5, variance=-1.0), r"variance must be in \(0\.0, inf\)"),
     (dict(n=10, s=2, N=0), r"N must be an integer in \[1, inf\)"),

@@ -126,8 +126,8 @@ def test_measurement_coherences_refuses_bad_inputs():
         data.measurement_coherences(10, [1], [-0.1], 1)
     with pytest.raises(ValueError, match=r"trials must be an integer in \[1, inf\), got 0"):
         data.measurement_coherences(10, [1], [0.0], 0)
-    with pytest.raises(ValueError, match=r"basis must be one of 'identity', 'orthonormal', 'dct', got 'fourier'"):
-        data.measurement_coherences(10, [1], [0.0], 1, basis="fourier")
+    with pytest.raises(ValueError, match=r"basis must be one of 'identity', 'orthonormal', 'dct', 'fourier', got 'wavelet'"):
+        data.measurement_coherences(10, [1], [0.0], 1, basis="wavelet")
 
 
 # --- plots ---------------------------------------------------------------------------------------
