@@ -37,6 +37,11 @@ book: install
 	$(BIN)/grokkit run all --preset quick
 	$(BIN)/grokkit book
 
+# nbval's kernels get the BLAS/OpenMP threads that `grokkit run all` gives its notebooks (one per
+# notebook when a notebook runs on every core: grokkit.pipeline.worker_init), so that the claims
+# measured at rounding level (1e-16) print the same digits in both runs.
+NOTEBOOK_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
 # Both cores everywhere: pytest-xdist for the tests and for nbval (--dist loadfile keeps each
 # notebook's cells in one kernel, in order), `grokkit run` runs a notebook per core. nbval
 # re-executes every page with the result cache of the run before it, so it checks that each
@@ -45,7 +50,7 @@ book: install
 test: install
 	$(BIN)/python -m pytest -n auto tests
 	$(BIN)/grokkit run all --preset quick
-	GROKKIT_CACHE=$(CURDIR)/.cache $(BIN)/python -m pytest -n auto --dist loadfile --nbval-lax \
+	GROKKIT_CACHE=$(CURDIR)/.cache $(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto --dist loadfile --nbval-lax \
 	  --nbval-current-env -p no:cacheprovider -o addopts="" book/generated
 	$(BIN)/grokkit book
 	$(BIN)/python -m pytest -m book tests
