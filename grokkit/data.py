@@ -513,6 +513,108 @@ def sn_problems(n: int, s, N, *, variance: float | str = "1/N", snr: float | Non
 
 
 # ---------------------------------------------------------------------------------------
+# background: Lyu et al. (2024), linear classification with a diagonal network
+# ---------------------------------------------------------------------------------------
+#
+# The two data sets of Lyu et al.'s Figure 1 (§3.2.3): sparse classification on the hypercube
+# (grokking, Figure 1a) and a Gaussian with a margin along a dense direction (misgrokking,
+# Figure 1b). Their d, n, k are grokkit's n (dimension), N (training points) and s (sparsity).
+# Labels are ±1 floats, inputs float64 (N, n); one ``RandomState(seed)`` draws everything.
+
+
+@dataclass(frozen=True)
+class ClassificationProblem:
+    r"""A binary linear classification task :math:`y = \operatorname{sign}\langle w^*, x\rangle`
+    (numpy, float64): training inputs ``X`` (N, n) and labels ``y`` (N,) in {−1, +1}, a test set
+    ``X_test``, ``y_test`` drawn the same way, the ground truth ``w_star`` (n,), the ``seed`` and a
+    one-sentence ``note`` on where the data came from."""
+
+    X: np.ndarray
+    y: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    w_star: np.ndarray
+    seed: int
+    note: str = ""
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def N(self) -> int:
+        return self.X.shape[0]
+
+
+def _labels(scores: np.ndarray) -> np.ndarray:
+    """±1 labels of ``scores``: +1 where positive, −1 elsewhere (the authors' ``(s > 0) * 2 - 1``)."""
+    return np.where(scores > 0, 1.0, -1.0)
+
+
+def sparse_classification(n: int = 1000, s: int = 3, N: int = 100, *, n_test: int = 1000,
+                          seed: int = 0) -> ClassificationProblem:
+    r"""Lyu et al.'s sparse linear classification (§3.2.3, Figure 1a; Appendix E.2).
+
+    Inputs :math:`x \sim \mathrm{Unif}\{\pm1\}^n`; the ground truth :math:`w^*` has its first
+    ``s`` coordinates drawn from :math:`\mathrm{Unif}\{\pm1\}^s` and the others 0; labels
+    :math:`y = \operatorname{sign}\langle w^*, x\rangle`. For odd ``s`` (Appendix E.2's assumption)
+    no score is 0; for even ``s`` a score of 0 gets the label −1, as in the authors' code.
+    :math:`w^*` has :math:`\ell_2` margin :math:`1/\sqrt s` and :math:`\ell_1` margin
+    :math:`1/s` on every point (the proofs of Theorems E.4 and E.5).
+
+    One ``RandomState(seed)`` draws the ``N`` training inputs, the ``n_test`` test inputs, then the
+    signs of :math:`w^*` (the authors' order). Every argument is checked before anything is drawn.
+    """
+    n = check_int("n", n, 1)
+    s = check_int("s", s, 1, n, high_name="n")
+    N = check_int("N", N, 1)
+    n_test = check_int("n_test", n_test, 1)
+    seed = check_seed("seed", seed)
+    rs = np.random.RandomState(seed)
+    X = rs.randint(0, 2, (N, n)) * 2.0 - 1.0
+    X_test = rs.randint(0, 2, (n_test, n)) * 2.0 - 1.0
+    w_star = np.zeros(n)
+    w_star[:s] = rs.randint(0, 2, s) * 2.0 - 1.0
+    return ClassificationProblem(
+        X=X, y=_labels(X @ w_star), X_test=X_test, y_test=_labels(X_test @ w_star), w_star=w_star,
+        seed=seed, note=f"x uniform on the hypercube {{-1, +1}}^{n}, labels sign<w*, x> with w* the first "
+                        f"{s} coordinates random signs; {N} training and {n_test} test points, seed {seed}.")
+
+
+def margin_classification(n: int = 10_000, N: int = 32, gamma: float = 25.0, *, n_test: int = 1000,
+                          seed: int = 0) -> ClassificationProblem:
+    r"""Lyu et al.'s misgrokking data (§3.2.3, Figure 1b): a Gaussian split by a margin γ.
+
+    :math:`w^*` is a uniformly random unit vector (a normalised Gaussian); each point is
+    :math:`z \sim \mathcal N(0, I_n)`, :math:`y = \operatorname{sign}\langle z, w^*\rangle` and
+    :math:`x = z + y\frac{\gamma}{2}w^*`, so :math:`y\langle w^*, x\rangle \ge \gamma/2`: the
+    classes are separated by an :math:`\ell_2` margin of at least γ/2 along a dense direction,
+    while :math:`w^*/\|w^*\|_1` has an :math:`\ell_1` margin of only about
+    :math:`\frac{\gamma}{2}\sqrt{\pi/(2n)}`. The population accuracy of any linear classifier
+    has a closed form (:func:`grokkit.theory.margin_classification_accuracy`).
+
+    One ``RandomState(seed)`` draws :math:`w^*`, the ``N`` training points, then the ``n_test``
+    test points (the authors' order). Every argument is checked before anything is drawn.
+    """
+    n = check_int("n", n, 1)
+    N = check_int("N", N, 1)
+    gamma = check_range("gamma", gamma, 0.0, closed="left")
+    n_test = check_int("n_test", n_test, 1)
+    seed = check_seed("seed", seed)
+    rs = np.random.RandomState(seed)
+    w_star = rs.standard_normal(n)
+    w_star /= np.linalg.norm(w_star)
+    Z = rs.standard_normal((N, n))
+    Z_test = rs.standard_normal((n_test, n))
+    y, y_test = _labels(Z @ w_star), _labels(Z_test @ w_star)
+    return ClassificationProblem(
+        X=Z + (gamma / 2) * y[:, None] * w_star, y=y, X_test=Z_test + (gamma / 2) * y_test[:, None] * w_star,
+        y_test=y_test, w_star=w_star, seed=seed,
+        note=f"z ~ N(0, I_{n}), y = sign<z, w*> for a random unit w*, x = z + y (gamma/2) w* with gamma = "
+             f"{gamma:g}; {N} training and {n_test} test points, seed {seed}.")
+
+
+# ---------------------------------------------------------------------------------------
 # Matrix factorization (paper §2, Appendix D)
 # ---------------------------------------------------------------------------------------
 #

@@ -380,6 +380,23 @@ def relative_error(b: np.ndarray, b_star: np.ndarray) -> np.ndarray:
     return np.linalg.norm(b - b_star, axis=-1) / norm
 
 
+def cosine(b: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    r""":math:`\cos\angle(b, w) = \langle b, w\rangle/(\|b\|_2\|w\|_2)` along the last axis of
+    ``b`` (..., n), for a finite nonzero ``reference`` w (n,): how well recorded iterates point
+    along a reference solution (Lyu et al.'s Corollaries 3.6 and 3.7 state convergence in
+    direction). NaN where b = 0 (the diagonal network's β(0))."""
+    b, reference = np.asarray(b, dtype=float), np.asarray(reference, dtype=float)
+    if reference.ndim != 1 or b.shape[-1:] != reference.shape:
+        raise ValueError(f"b and reference must have shapes (..., n) and (n,), got {b.shape} and {reference.shape}")
+    check_finite("reference", reference)
+    norm = np.linalg.norm(reference)
+    if norm == 0:
+        raise ValueError("reference must be nonzero: the cosine divides by its norm, got all zeros")
+    lengths = np.linalg.norm(b, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(lengths > 0, (b @ reference) / (lengths * norm), np.nan)
+
+
 def support_norms(b: np.ndarray, b_star: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r"""The landscape coordinates of §C.6 (Figure 10): :math:`u = \|b_I\|_2` and
     :math:`v = \|b_{[n]\setminus I}\|_2`, :math:`I = \operatorname{supp}(b^*)`, along the last axis of

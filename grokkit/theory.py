@@ -501,6 +501,73 @@ def coherence_rip_ratios(A: np.ndarray, B: np.ndarray, s: int) -> dict[str, floa
             "e": low / ((m + s) / 2 * mu)}
 
 
+# --- background: Lyu et al. (2024), the diagonal network on linear classification ---------------
+#
+# Their α is the initial parameter norm ‖θ(0)‖₂ (their code, and "initial parameter norm 128" of
+# Figure 1a); their λ is grokkit's beta2. For w₊(0) = w₋(0) = init_scale·1 in R^n,
+# ‖θ(0)‖₂ = init_scale·√(2n).
+
+
+def dichotomy_time(init_scale, beta2, n: int, *, c: float = 0.0, alpha=None):
+    r"""Lyu et al.'s time scale :math:`T^\pm_c = \frac{1 \pm c}{\lambda}\log\alpha` (§3.2,
+    Theorems 3.4 and 3.5, Corollaries 3.6 and 3.7): the kernel regime lasts until
+    :math:`T^-_c`, the rich regime is reached by :math:`T^+_c`, so the transition is at
+    :math:`\frac1\lambda\log\alpha` as α → ∞.
+
+    Returns :math:`(1 + c)\ln(\alpha)/\lambda` with :math:`\alpha = \|\theta(0)\|_2 =`
+    ``init_scale``·√(2n) and λ = ``beta2``: ``c`` in (0, 1) gives :math:`T^+_c`, ``-c`` gives
+    :math:`T^-_c`, 0 the transition. This is gradient-flow time; with a learning rate
+    ``alpha`` it is divided by ``alpha`` (a number of steps). ``init_scale``, ``beta2`` and
+    ``alpha`` broadcast (numbers or grids); a float when all three are numbers.
+    """
+    n = check_int("n", n, 1)
+    scale = check_grid("init_scale", init_scale, 1 / math.sqrt(2 * n), closed="neither")
+    lam = check_grid("beta2", beta2, 0.0, closed="neither")
+    c = check_range("c", c, -1.0, closed="neither")
+    rate = 1.0 if alpha is None else check_grid("alpha", alpha, 0.0, closed="neither")
+    t = (1 + c) * np.log(scale * math.sqrt(2 * n)) / lam / rate
+    return float(t) if np.ndim(t) == 0 else t
+
+
+def margin_classification_accuracy(w, w_star, gamma: float) -> np.ndarray:
+    r"""Population accuracy of the linear classifiers ``w`` (..., n) on the misgrokking
+    distribution of Lyu et al. (Figure 1b, :func:`grokkit.data.margin_classification`):
+    :math:`x = z + y\frac\gamma2w^*`, :math:`y = \operatorname{sign}\langle z, w^*\rangle`,
+    :math:`z \sim \mathcal N(0, I_n)`, :math:`\|w^*\|_2 = 1`.
+
+    Write :math:`a = \langle z, w^*\rangle \sim \mathcal N(0, 1)`, :math:`c = \langle w, w^*\rangle`
+    and :math:`r = \|w - cw^*\|_2`. Then :math:`y\langle w, x\rangle = (|a| + \frac\gamma2)c + g`
+    with :math:`g \sim \mathcal N(0, r^2)` independent of a, so
+
+    .. math:: P(y\langle w, x\rangle > 0) = 2\int_0^\infty \varphi(a)\,
+              \Phi\Big(\big(a + \tfrac\gamma2\big)\frac cr\Big)\,da,
+
+    computed by 128-point Gauss–Legendre quadrature on [0, 12] (error below 1e-12). A classifier
+    along :math:`\pm w^*` (r = 0) scores 1 or 0; ``w`` = 0 scores 1/2 (ties count half).
+    """
+    from scipy.special import ndtr
+
+    w_star = np.asarray(w_star, dtype=float)
+    w = np.asarray(w, dtype=float)
+    if w_star.ndim != 1 or w.shape[-1:] != w_star.shape:
+        raise ValueError(f"w and w_star must have shapes (..., n) and (n,), got {w.shape} and {w_star.shape}")
+    check_finite("w", w)
+    check_finite("w_star", w_star)
+    if abs(np.linalg.norm(w_star) - 1.0) > 1e-9:
+        raise ValueError(f"w_star must be a unit vector, got norm {np.linalg.norm(w_star):.6g}")
+    gamma = check_range("gamma", gamma, 0.0, closed="left")
+    c = w @ w_star
+    r = np.sqrt(np.maximum(np.sum(w * w, axis=-1) - c * c, 0.0))
+    nodes, weights = np.polynomial.legendre.leggauss(128)
+    a, weights = 6.0 * (nodes + 1.0), 6.0 * weights            # [-1, 1] -> [0, 12]
+    phi = np.exp(-a * a / 2) / math.sqrt(2 * math.pi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(r > 0, c / np.where(r > 0, r, 1.0), np.sign(c) * np.inf)
+    inner = ndtr((a + gamma / 2) * ratio[..., None])
+    accuracy = 2.0 * (inner * phi * weights).sum(axis=-1)
+    return np.where((r == 0) & (c == 0), 0.5, np.clip(accuracy, 0.0, 1.0))
+
+
 # --- Matrix factorization (Appendix D) ---------------------------------------------------------
 #
 # Objective (Sec. 2 and App. D): f(A) = ½‖𝒳(A) − y*‖² + β₂/2‖A‖²_F + β*‖A‖_*, A ∈ R^{n1×n2}. The
