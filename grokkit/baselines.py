@@ -178,6 +178,10 @@ def max_margin(X: np.ndarray, y: np.ndarray, p: int, solver: str = "CLARABEL") -
     (:math:`\bar w = X^\top c`, the representer theorem), a quadratic program in N variables
     with the Gram matrix :math:`XX^\top`, so that n = 1e5 stays cheap.
 
+    ``solver``: ``"CLARABEL"`` (cvxpy, interior point) or, for p = 1, ``"HIGHS"`` (the dual
+    simplex of scipy's ``linprog``, which suits the N constraints of the program: 1 s at
+    n = 1e4, N = 32, where CLARABEL takes 7 s, and 17 s at n = 1e5, where it takes 100 s).
+
     ``X`` (N, n) and ``y`` (N,) finite, ``y`` in {−1, +1}; data that no hyperplane through the
     origin separates raise ``ValueError`` (the program is infeasible).
     """
@@ -192,6 +196,9 @@ def max_margin(X: np.ndarray, y: np.ndarray, p: int, solver: str = "CLARABEL") -
         raise ValueError(f"y must hold labels in {{-1, +1}}, got {show(bad)}")
     if p not in (1, 2) or isinstance(p, bool):
         raise ValueError(f"p must be one of 1, 2, got {show(p)}")
+    check_option("solver", solver, ("CLARABEL", "HIGHS") if p == 1 else ("CLARABEL",))
+    if solver == "HIGHS":
+        return _max_l1_margin_highs(X, y)
     if p == 1:                                                  # w = plus - minus, both >= 0
         plus, minus = cp.Variable(X.shape[1], nonneg=True), cp.Variable(X.shape[1], nonneg=True)
         problem = cp.Problem(cp.Minimize(cp.sum(plus) + cp.sum(minus)),
@@ -215,6 +222,24 @@ def max_margin(X: np.ndarray, y: np.ndarray, p: int, solver: str = "CLARABEL") -
     w_unit = w_bar / np.linalg.norm(w_bar, ord=p)
     return MarginSolution(w=w_unit, margin=float(np.min(y * (X @ w_unit))), p=p, solver=solver,
                           status=problem.status)
+
+
+def _max_l1_margin_highs(X: np.ndarray, y: np.ndarray) -> MarginSolution:
+    """:func:`max_margin` for p = 1 by scipy's HiGHS: min 1ᵀ(w₊ + w₋) s.t. y ⊙ X(w₊ − w₋) ≥ 1, w± ≥ 0."""
+    from scipy.optimize import linprog
+
+    signed = y[:, None] * X
+    result = linprog(np.ones(2 * X.shape[1]), A_ub=-np.hstack([signed, -signed]), b_ub=-np.ones(X.shape[0]),
+                     bounds=(0, None), method="highs")
+    if result.status == 2:
+        raise ValueError("X, y must be linearly separable by a hyperplane through the origin, "
+                         "got data on which HIGHS finds max_margin infeasible")
+    if result.status != 0:
+        raise RuntimeError(f"HIGHS returned status {result.status}: {result.message}")
+    w_bar = result.x[:X.shape[1]] - result.x[X.shape[1]:]
+    w_unit = w_bar / np.abs(w_bar).sum()
+    return MarginSolution(w=w_unit, margin=float(np.min(y * (X @ w_unit))), p=1, solver="HIGHS",
+                          status="optimal")
 
 
 # --- Matrix factorization: nuclear-norm minimisation (P5), App. D.5 ---------------------------

@@ -59,12 +59,15 @@ PARAMETER_CHECKS = {
     "bits": lambda name, value: check_int(name, value, 0, 30),
     "integer_share": lambda name, value: check_range(name, value, 0.0, 1.0),
     "seed": check_seed,
+    "seeds": check_seed,  # one seed per configuration, all in one batch
     "tau": lambda name, value: check_range(name, value, 0.0, 1.0),
     "alpha": _positive,
     "alpha_decay": lambda name, value: check_range(name, value, 0.0),
     "threshold": _positive,
     "threshold_multiples": _positive,  # coefficients in units of a statement's threshold (Theorem C.4)
     "drop_level": _positive,  # a relative error marking a drop (Figure 25)
+    "init_norm": _positive,  # Lyu et al.'s alpha, the initial parameter norm ||theta(0)||_2
+    "gamma": _nonnegative,  # margin of Lyu et al.'s misgrokking data (Figure 1b)
     "cut": _nonnegative,  # values below it in absolute value drawn as 0 (heat maps)
     **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay", "eps"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
