@@ -562,8 +562,9 @@ def sparse_classification(n: int = 1000, s: int = 3, N: int = 100, *, n_test: in
     :math:`w^*` has :math:`\ell_2` margin :math:`1/\sqrt s` and :math:`\ell_1` margin
     :math:`1/s` on every point (the proofs of Theorems E.4 and E.5).
 
-    One ``RandomState(seed)`` draws the ``N`` training inputs, the ``n_test`` test inputs, then the
-    signs of :math:`w^*` (the authors' order). Every argument is checked before anything is drawn.
+    One ``RandomState(seed)`` draws the signs of :math:`w^*`, the ``N`` training inputs, then the
+    ``n_test`` test inputs (so ``n_test`` leaves the training set unchanged). Every argument is
+    checked before anything is drawn.
     """
     n = check_int("n", n, 1)
     s = check_int("s", s, 1, n, high_name="n")
@@ -571,10 +572,10 @@ def sparse_classification(n: int = 1000, s: int = 3, N: int = 100, *, n_test: in
     n_test = check_int("n_test", n_test, 1)
     seed = check_seed("seed", seed)
     rs = np.random.RandomState(seed)
-    X = rs.randint(0, 2, (N, n)) * 2.0 - 1.0
-    X_test = rs.randint(0, 2, (n_test, n)) * 2.0 - 1.0
     w_star = np.zeros(n)
     w_star[:s] = rs.randint(0, 2, s) * 2.0 - 1.0
+    X = rs.randint(0, 2, (N, n)) * 2.0 - 1.0
+    X_test = rs.randint(0, 2, (n_test, n)) * 2.0 - 1.0
     return ClassificationProblem(
         X=X, y=_labels(X @ w_star), X_test=X_test, y_test=_labels(X_test @ w_star), w_star=w_star,
         seed=seed, note=f"x uniform on the hypercube {{-1, +1}}^{n}, labels sign<w*, x> with w* the first "
@@ -594,7 +595,8 @@ def margin_classification(n: int = 10_000, N: int = 32, gamma: float = 25.0, *, 
     has a closed form (:func:`grokkit.theory.margin_classification_accuracy`).
 
     One ``RandomState(seed)`` draws :math:`w^*`, the ``N`` training points, then the ``n_test``
-    test points (the authors' order). Every argument is checked before anything is drawn.
+    test points (the authors' order; ``n_test`` leaves the training set unchanged). Every argument
+    is checked before anything is drawn.
     """
     n = check_int("n", n, 1)
     N = check_int("N", N, 1)

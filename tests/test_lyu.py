@@ -31,6 +31,10 @@ def test_sparse_classification_even_ties_and_seeds():
     same = gk.data.sparse_classification(30, 2, 400, n_test=5, seed=0)
     np.testing.assert_array_equal(task.X, same.X)
     assert not np.array_equal(task.X, gk.data.sparse_classification(30, 2, 400, n_test=5, seed=1).X)
+    more_tests = gk.data.sparse_classification(30, 2, 400, n_test=50, seed=0)      # same training set
+    np.testing.assert_array_equal(task.X, more_tests.X)
+    np.testing.assert_array_equal(task.w_star, more_tests.w_star)
+    np.testing.assert_array_equal(task.X_test, more_tests.X_test[:5])
 
 
 def test_margin_classification_properties():
@@ -213,4 +217,4 @@ def test_diagonal_net_groks_on_sparse_classification():
     assert run.train_error[0, early] == 0.0
     assert gk.metrics.cosine(run.b[0, early], w[2]) > 0.95
     assert gk.metrics.cosine(run.b_final[0], w[1]) > 0.95 > gk.metrics.cosine(run.b_final[0], w[2])
-    assert run.test_error[0, -1] < 0.02 < run.test_error[0, early]
+    assert run.test_error[0, -1] < 0.05 < 0.2 < run.test_error[0, early]
