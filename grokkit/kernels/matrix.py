@@ -769,7 +769,7 @@ def two_factor(operator, y, shape, *, model, alpha, init_scale, beta2=0.0, width
         data.update(unseen=None, M=None, Y=None)
     data["A_initial"] = two_factor_product(factors, model)
     traj = run(TWO_FACTOR[model], f"two_factor_{model}", functools.partial(two_factor_step, model=model), data,
-               config, factors, steps, work=G * (4 * n1 * n2 * k + op.N), record=record_A, dense=dense,
+               config, factors, steps, work=G * n1 * n2 * (3 * k + (op.N if op.kind == "sensing" else 2)), record=record_A, dense=dense,
                per_decade=per_decade, stop_periodic=stop_periodic, progress=progress)
     traj.depth = 2
     return traj
