@@ -11,16 +11,19 @@ with :math:`h(A) = UV^\top` (thin SVD :math:`A = U\Sigma V^\top`) a subgradient 
 column-major :math:`\operatorname{vec} A`.
 
 The deep factorization :math:`A = \mathcal A_1\cdots\mathcal A_L` (§D.11, eqs. 128–130) keeps its
-factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`).
+factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`); so do the
+two-factor models of the background papers (:func:`two_factor`, the last section): Woodworth et
+al.'s :math:`UV^\top` of width k and Lyu et al.'s :math:`UU^\top - VV^\top` with weight decay.
 
-:func:`subgradient`, :func:`projected_subgradient`, :func:`proximal` and :func:`deep` run the steps
-in the loop every kernel family shares (:func:`grokkit.kernels.run.run`: schedule, records, early
-stop, divergence), with the matrix family's records (:class:`MatrixTrajectory`); :data:`DEEP`
-iterates on the factors and records their product. On the CPU, completion problems run the
-first three on the fused steps of :mod:`grokkit.kernels.fused` (a one-sided Jacobi SVD in C,
-where a compiler and AVX2/FMA are available; ``GROKKIT_FUSED=0`` switches them off), recorded
-through the same curves; matrix sensing (a dense X), the deep factorization and decaying steps
-(``alpha_decay``) run on the PyTorch steps.
+:func:`subgradient`, :func:`projected_subgradient`, :func:`proximal`, :func:`deep` and
+:func:`two_factor` run the steps in the loop every kernel family shares
+(:func:`grokkit.kernels.run.run`: schedule, records, early stop, divergence), with the matrix
+family's records (:class:`MatrixTrajectory`); :data:`DEEP` and :data:`TWO_FACTOR` iterate on the
+factors and record their product. On the CPU, completion problems run the first three on the
+fused steps of :mod:`grokkit.kernels.fused` (a one-sided Jacobi SVD in C, where a compiler and
+AVX2/FMA are available; ``GROKKIT_FUSED=0`` switches them off), recorded through the same
+curves; matrix sensing (a dense X), the factorizations and decaying steps (``alpha_decay``) run on
+the PyTorch steps.
 """
 from __future__ import annotations
 
@@ -684,7 +687,8 @@ TWO_FACTOR = {model: Family(penalty="beta2", curves=TWO_FACTOR_CURVES, finite=FI
               for model in TWO_FACTOR_MODELS}
 
 
-def _two_factor_init(shape: tuple[int, int], model: str, config: dict[str, np.ndarray], seed: int) -> list[torch.Tensor]:
+def _two_factor_init(shape: tuple[int, int], model: str, config: dict[str, np.ndarray],
+                     seed: int) -> list[torch.Tensor]:
     """The initial factors (G, n1, k) and (G, n2, k), k the largest width (:func:`two_factor`)."""
     n1, n2 = shape
     scale = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None]
@@ -768,8 +772,9 @@ def two_factor(operator, y, shape, *, model, alpha, init_scale, beta2=0.0, width
     else:
         data.update(unseen=None, M=None, Y=None)
     data["A_initial"] = two_factor_product(factors, model)
+    work = G * n1 * n2 * (3 * k + (op.N if op.kind == "sensing" else 2))  # three products a step
     traj = run(TWO_FACTOR[model], f"two_factor_{model}", functools.partial(two_factor_step, model=model), data,
-               config, factors, steps, work=G * n1 * n2 * (3 * k + (op.N if op.kind == "sensing" else 2)), record=record_A, dense=dense,
-               per_decade=per_decade, stop_periodic=stop_periodic, progress=progress)
+               config, factors, steps, work=work, record=record_A, dense=dense, per_decade=per_decade,
+               stop_periodic=stop_periodic, progress=progress)
     traj.depth = 2
     return traj
