@@ -245,3 +245,17 @@ def test_bad_data_inputs():
         data.diagonal_measurements(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="singular_values must be None for generator 'gaussian'"):
         data.low_rank_matrix(3, 3, 1, generator="gaussian", singular_values=[1.0])
+
+
+def test_divergence_is_reported_and_the_others_run_on():
+    """No step-size bound is checked for the factor models: a step far too large diverges, is
+    stopped and reported, and the other configuration's records are those of its run alone."""
+    A_star, mask, y = problem()
+    with pytest.warns(RuntimeWarning, match=r"1 configuration\(s\) diverged .*#1 \(alpha=5"):
+        batch = mk.two_factor(mask, y, (D, D), model="asymmetric", width=4, alpha=[0.01, 5.0], init_scale=1.0,
+                              steps=200, A_star=A_star, device="cpu")
+    one = mk.two_factor(mask, y, (D, D), model="asymmetric", width=4, alpha=0.01, init_scale=1.0, steps=200,
+                        A_star=A_star, device="cpu")
+    assert batch.diverged.tolist() == [False, True]
+    np.testing.assert_allclose(batch.A_final[0], one.A_final[0], rtol=0, atol=1e-12)
+    assert np.isnan(batch.A_final[1]).all()
