@@ -398,3 +398,57 @@ def support_norms(b: np.ndarray, b_star: np.ndarray) -> tuple[np.ndarray, np.nda
         if b_star.ndim == 2 else b_star != 0
     return (np.sqrt(np.sum(np.where(on, b, 0.0) ** 2, axis=-1)),
             np.sqrt(np.sum(np.where(on, 0.0, b) ** 2, axis=-1)))
+
+
+# --- background: training longer under weight decay against a smaller initialisation ---------------
+#
+# Lyu et al. (2024) show that a large initialisation and a small weight decay first hold the iterates
+# at the kernel solution (their Theorem 3.9, problem (K2)) and later bring them to the rich one
+# (Theorem 3.10, problem (R2)); for the u² − v² network these are the minimum-ℓ2 and the minimum-ℓ1
+# interpolants, the two limits of Woodworth et al.'s Theorem 1. The measurements below read both
+# phases off recorded iterates.
+
+def _iterates(b) -> np.ndarray:
+    b = np.asarray(b, dtype=float)
+    if b.ndim < 1 or b.shape[-1] < 1:
+        raise ValueError(f"b must have shape (..., n) with n >= 1, got {b.shape}")
+    return b
+
+
+def solution_distances(b, references) -> np.ndarray:
+    r"""The distances :math:`\|b^{(t)} - r_k\|_2` of iterates ``b`` (..., n), e.g. a run's recorded
+    (G, T, n), to each reference solution :math:`r_k`, the rows of ``references`` (K, n) (the
+    minimum-ℓ2 and minimum-ℓ1 interpolants of Lyu et al.'s Theorems 3.9 and 3.10, a Lasso or ridge
+    solution). Returns (K, ...): row k is the distance to :math:`r_k` at every iterate.
+    ``references`` finite, of b's length n."""
+    b = _iterates(b)
+    references = np.asarray(references, dtype=float)
+    if references.ndim == 1:
+        references = references[None]
+    if references.ndim != 2 or references.shape[1] != b.shape[-1]:
+        raise ValueError(f"references must have shape (K, n) with n = {b.shape[-1]} (the length of b), "
+                         f"got {references.shape}")
+    check_finite("references", references)
+    return np.stack([np.linalg.norm(b - r, axis=-1) for r in references])
+
+
+def transition_step(steps, b, early, late) -> np.ndarray:
+    r"""The end of the early phase: the first recorded step from which the iterate stays at least as
+    close to ``late`` as to ``early``, :math:`\|b^{(t)} - r_{\rm late}\|_2 \le \|b^{(t)} - r_{\rm early}\|_2`
+    at every later record; per configuration of ``b`` (G, T, n) recorded at ``steps`` (T,), NaN
+    where the last record is still closer to ``early``. For a large initialisation and a small
+    weight decay, ``early`` is the kernel solution (Lyu et al., Theorem 3.9) and ``late`` the rich
+    one (Theorem 3.10), and the step is their transition, predicted at a time
+    :math:`\approx\frac1\lambda\log\alpha`. ``early`` and ``late`` are finite, distinct, of length n."""
+    b = _iterates(b)
+    if b.ndim != 3:
+        raise ValueError(f"b must have shape (G, T, n), got {b.shape}")
+    early, late = np.asarray(early, dtype=float), np.asarray(late, dtype=float)
+    for name, r in (("early", early), ("late", late)):
+        if r.shape != b.shape[-1:]:
+            raise ValueError(f"{name} must have shape ({b.shape[-1]},) (the length of b), got {r.shape}")
+        check_finite(name, r)
+    if not np.any(early != late):
+        raise ValueError("early and late must differ: the transition moves from one to the other, got equal vectors")
+    d_early, d_late = solution_distances(b, np.stack([early, late]))
+    return stays_below_step(steps, d_late - d_early, 0.0)
