@@ -462,3 +462,42 @@ def completion_success(n1: int, n2: int, r: int, N_grid, trials: int, *, generat
     return CompletionSweep(N=np.array(grid), success=success, error=error, observed=observed, mu0=mu0,
                            threshold=threshold, solves=int(np.count_nonzero(~np.isnan(error))),
                            solver=solver, tol=tol)
+
+
+# --- background: Woodworth et al. (2020), the implicit regulariser as an exponential cone -----------
+
+CLARABEL_TIGHT = dict(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, max_iter=500)
+
+
+@cached
+def implicit_bias_cvxpy(X: np.ndarray, y: np.ndarray, init_scale: float, solver: str = "CLARABEL") -> Solution:
+    r""":math:`\operatorname{argmin}_{X\beta = y}Q_\alpha(\beta)` for the depth-2 diagonal network (Woodworth et
+    al. Theorem 1, :func:`grokkit.theory.implicit_bias` with ``depth=2``), α = ``init_scale``, as the
+    exponential-cone program of spec §1.3:
+
+    .. math:: Q_\alpha(\beta) = \min_{p, m \ge 0,\ p - m = \beta}\ \sum_i p_i\log\frac{p_i}{\alpha^2} - p_i
+              + m_i\log\frac{m_i}{\alpha^2} - m_i + 2\alpha^2,
+
+    whose optimum has :math:`p_im_i = \alpha^4` (the flow's invariant :math:`w_{+,i}w_{-,i} = \alpha^2`,
+    with :math:`p = w_+^2`, :math:`m = w_-^2`). Written with ``-cp.entr`` (DCP) in the variables scaled by
+    α² (:math:`p = \alpha^2\tilde p`), minimising :math:`Q_\alpha/\alpha^2 - 2n = \sum\tilde p\log\tilde p - \tilde p + \dots`
+    (the same argmin; with the factor α² or the constant the solver's gap test misfires at small α),
+    solved by CLARABEL with its gaps and feasibility at 1e-12. ``Solution.b`` is β,
+    ``value`` is :math:`Q_\alpha(\beta)`. Agrees with the dual Newton solve to ≈ 1e-8 relative for α in
+    [1e-3, 1], 2e-6 at α = 10 (data of unit scale, d = 100, N = 40); below 1e-3 the solver fails.
+    ``X``, ``y`` finite, ``init_scale`` > 0."""
+    check_finite("X", X)
+    check_finite("y", y)
+    a2 = check_range("init_scale", init_scale, 0.0, closed="neither") ** 2
+    n = X.shape[1]
+    p, m = cp.Variable(n, nonneg=True), cp.Variable(n, nonneg=True)
+    objective = cp.sum(-cp.entr(p) - p - cp.entr(m) - m)  # Q/α² − 2n: the factor and constant spoil the gap test
+    problem = cp.Problem(cp.Minimize(objective), [a2 * (X @ (p - m)) == y])
+    try:
+        problem.solve(solver=solver, **(CLARABEL_TIGHT if solver == "CLARABEL" else {}))
+    except cp.error.SolverError as error:
+        raise RuntimeError(f"{solver} failed at init_scale {show(init_scale)}: {error}") from error
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise RuntimeError(f"{solver} returned status {problem.status!r}")
+    return Solution(b=a2 * np.asarray(p.value - m.value, dtype=float), solver=solver, status=problem.status,
+                    value=a2 * (float(problem.value) + 2 * n))

@@ -626,7 +626,7 @@ def margin_classification(n: int = 10_000, N: int = 32, gamma: float = 25.0, *, 
 # :math:`y_s = X^{(1)\top}_s A^* X^{(2)}_s = (X^{(2)}\bullet X^{(1)})_s\operatorname{vec}A^*`;
 # completion keeps only the mask (never the N × n matrix X).
 
-GENERATORS = ("authors", "orthogonal", "power_law", "spiky")
+GENERATORS = ("authors", "orthogonal", "power_law", "spiky", "gaussian")
 MATRIX_KINDS = ("completion", "sensing")
 SENSING_VARIANCES = ("1/n_k", "1/n_k^2", "1/N")
 
@@ -738,6 +738,9 @@ def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
     :math:`A^* = W\sqrt{n_1n_2}/\|W\|_F`, so :math:`\|A^*\|_F = \sqrt{n_1 n_2}` and the singular
     values are random. (The authors draw in float32 from torch's RNG, and their ``seed=0`` is
     unseeded — spec §5 item 30 — so their matrices cannot be reproduced bit for bit.)
+    ``"gaussian"``: the same draws without any normalisation, :math:`A^* = U_0V_0^\top`;
+    for r = 1 the :math:`Y^* = u^*v^{*\top}`, :math:`u^*, v^* \sim \mathcal N(0, I)`, of
+    Woodworth et al.'s Figure 5 (its singular value :math:`\|u^*\|\|v^*\|` is random).
 
     The other generators return :math:`A^* = U^*\Sigma^*V^{*\top}` with orthonormal
     :math:`U^*, V^*` (:math:`U^*` drawn first) and :math:`\Sigma^*` the ``singular_values``
@@ -758,8 +761,9 @@ def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
     check_option("generator", generator, GENERATORS)
     seed = check_seed("seed", seed)
     if singular_values is not None:
-        if generator == "authors":
-            raise ValueError(f"singular_values must be None for generator 'authors', got {show(singular_values)}")
+        if generator in ("authors", "gaussian"):
+            raise ValueError(f"singular_values must be None for generator {generator!r}, "
+                             f"got {show(singular_values)}")
         sigma = np.asarray(singular_values, dtype=float)
         if sigma.shape != (r,):
             raise ValueError(f"singular_values must have shape (r,) = ({r},), got shape {sigma.shape}")
@@ -772,8 +776,10 @@ def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
         raise ValueError(f"decay must be None for generator {generator!r}, got {show(decay)}")
     decay = 1.0 if decay is None else check_range("decay", decay, 0.0, closed="left")
     rs = np.random.RandomState(seed)
-    if generator == "authors":
+    if generator in ("authors", "gaussian"):
         U0, V0 = rs.randn(n1, r), rs.randn(n2, r)
+        if generator == "gaussian":
+            return U0 @ V0.T
         W = U0 @ V0.T / math.sqrt(r)
         return W * math.sqrt(n1 * n2) / np.linalg.norm(W)
     if generator == "spiky":
@@ -1161,6 +1167,39 @@ def make_matrix_problem(n1: int = 10, n2: int = 10, r: int = 2, N: int = 80, *, 
     xi = noise(N, snr, float(np.sum(A_star**2)), seed)
     return MatrixProblem(kind=kind, A_star=A_star, y_star=y_star, y=y_star + xi, xi=xi, mask=mask, X=X,
                          X1=X1, X2=X2, tau=tau, generator=generator, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------
+# Background: Woodworth et al. (2020) and Lyu et al. (2024), the papers [G] builds on
+# ---------------------------------------------------------------------------------------
+#
+# Woodworth et al.'s rank-1 Gaussian target is ``low_rank_matrix(d, d, 1, generator="gaussian")``;
+# the masks are :func:`completion_mask`'s.
+
+
+def diagonal_measurements(X: np.ndarray) -> np.ndarray:
+    r"""The sensing matrix (N, d²) of diagonal measurements :math:`X_n = \operatorname{diag}(x_n)`
+    (Woodworth et al. §6, Theorem 4): :math:`\langle X_n, W\rangle = \sum_i x_{ni}W_{ii}`, on the
+    column-major :math:`\operatorname{vec}W` (entry :math:`W_{ii}` at i(d + 1)), for a design X (N, d)
+    whose rows are the :math:`x_n`. A matrix model trained on it sees only its diagonal, a
+    d-dimensional regression on X."""
+    check_finite("X", X)
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a matrix (N, d), got shape {X.shape}")
+    N, d = X.shape
+    out = np.zeros((N, d * d))
+    out[:, np.arange(d) * (d + 1)] = X
+    return out
+
+
+def multiplication_table(d: int) -> np.ndarray:
+    r"""Lyu et al.'s multiplication table (§3.3.3, Figure 3): :math:`X^*_{ij} = ij/d^2` for
+    i, j = 0, …, d − 1, that is :math:`X^* = uu^\top` with :math:`u = (0, 1/d, \dots, (d-1)/d)`,
+    a symmetric matrix of rank 1, float64 (d, d); d ≥ 2 (d = 1 is the zero matrix)."""
+    d = check_int("d", d, 2)
+    u = np.arange(d) / d
+    return np.outer(u, u)
 
 
 # ---------------------------------------------------------------------------------------

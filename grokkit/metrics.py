@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
+from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed, show
 
 
 def _records(steps: np.ndarray, curve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -415,3 +415,99 @@ def support_norms(b: np.ndarray, b_star: np.ndarray) -> tuple[np.ndarray, np.nda
         if b_star.ndim == 2 else b_star != 0
     return (np.sqrt(np.sum(np.where(on, b, 0.0) ** 2, axis=-1)),
             np.sqrt(np.sum(np.where(on, 0.0, b) ** 2, axis=-1)))
+
+
+# --- background: training longer under weight decay against a smaller initialisation ---------------
+#
+# Lyu et al. (2024) show that a large initialisation and a small weight decay first hold the iterates
+# at the kernel solution (their Theorem 3.9, problem (K2)) and later bring them to the rich one
+# (Theorem 3.10, problem (R2)); for the u² − v² network these are the minimum-ℓ2 and the minimum-ℓ1
+# interpolants, the two limits of Woodworth et al.'s Theorem 1. The measurements below read both
+# phases off recorded iterates.
+
+def _iterates(b) -> np.ndarray:
+    b = np.asarray(b, dtype=float)
+    if b.ndim < 1 or b.shape[-1] < 1:
+        raise ValueError(f"b must have shape (..., n) with n >= 1, got {b.shape}")
+    return b
+
+
+def solution_distances(b, references) -> np.ndarray:
+    r"""The distances :math:`\|b^{(t)} - r_k\|_2` of iterates ``b`` (..., n), e.g. a run's recorded
+    (G, T, n), to each reference solution :math:`r_k`, the rows of ``references`` (K, n) (the
+    minimum-ℓ2 and minimum-ℓ1 interpolants of Lyu et al.'s Theorems 3.9 and 3.10, a Lasso or ridge
+    solution). Returns (K, ...): row k is the distance to :math:`r_k` at every iterate.
+    ``references`` finite, of b's length n."""
+    b = _iterates(b)
+    references = np.asarray(references, dtype=float)
+    if references.ndim == 1:
+        references = references[None]
+    if references.ndim != 2 or references.shape[1] != b.shape[-1]:
+        raise ValueError(f"references must have shape (K, n) with n = {b.shape[-1]} (the length of b), "
+                         f"got {references.shape}")
+    check_finite("references", references)
+    return np.stack([np.linalg.norm(b - r, axis=-1) for r in references])
+
+
+def transition_step(steps, b, early, late) -> np.ndarray:
+    r"""The end of the early phase: the first recorded step from which the iterate stays at least as
+    close to ``late`` as to ``early``, :math:`\|b^{(t)} - r_{\rm late}\|_2 \le \|b^{(t)} - r_{\rm early}\|_2`
+    at every later record; per configuration of ``b`` (G, T, n) recorded at ``steps`` (T,), NaN
+    where the last record is still closer to ``early``. For a large initialisation and a small
+    weight decay, ``early`` is the kernel solution (Lyu et al., Theorem 3.9) and ``late`` the rich
+    one (Theorem 3.10), and the step is their transition, predicted at a time
+    :math:`\approx\frac1\lambda\log\alpha`. ``early`` and ``late`` are finite, distinct, of length n."""
+    b = _iterates(b)
+    if b.ndim != 3:
+        raise ValueError(f"b must have shape (G, T, n), got {b.shape}")
+    early, late = np.asarray(early, dtype=float), np.asarray(late, dtype=float)
+    for name, r in (("early", early), ("late", late)):
+        if r.shape != b.shape[-1:]:
+            raise ValueError(f"{name} must have shape ({b.shape[-1]},) (the length of b), got {r.shape}")
+        check_finite(name, r)
+    if not np.any(early != late):
+        raise ValueError("early and late must differ: the transition moves from one to the other, got equal vectors")
+    d_early, d_late = solution_distances(b, np.stack([early, late]))
+    return stays_below_step(steps, d_late - d_early, 0.0)
+
+
+def at_effective_scale(steps, b, *, alpha, init_scale, beta2, scales) -> np.ndarray:
+    r"""The iterates of a diagonal-network run with weight decay at given effective initialisation
+    scales: for configuration g and each scale :math:`s_k` of ``scales`` (K,), the iterate at the time
+    where :math:`\zeta_g e^{-\beta_{2,g}\alpha_g t} = s_k` (interpolated linearly in t between the two
+    records around it), from ``b`` (G, T, n) recorded at ``steps`` (T,). Returns (G, K, n), NaN
+    where the scale is above :math:`\zeta_g` or was not reached by the last record.
+
+    Why: on gradient flow with coupled weight decay :math:`\beta_2`, each branch of
+    :math:`\beta = w_+^{\odot2} - w_-^{\odot2}` obeys :math:`\dot w_\pm = w_\pm\odot(\mp2\tilde X^\top r - \beta_2)`,
+    so :math:`w_\pm(t) = \zeta e^{-\beta_2t}\exp(\mp2\tilde X^\top\!\int_0^t r)`: the form of the flow
+    without weight decay (Woodworth et al., eq. 17) at the scale :math:`\zeta e^{-\beta_2t}`, the
+    :math:`\alpha e^{-\lambda t}` of Lyu et al.'s analysis. Runs that meet a scale at different
+    times then sit at nearly the same β.
+
+    ``alpha`` (the learning rate), ``init_scale`` > 0 and ``beta2`` > 0 are numbers or one per
+    configuration (G,); ``scales`` finite and > 0."""
+    b = _iterates(b)
+    steps = np.asarray(steps, dtype=float)
+    if b.ndim != 3 or steps.shape != b.shape[1:2] or steps.size < 2:
+        raise ValueError(f"steps and b must have shapes (T,) and (G, T, n) with T >= 2 records, got "
+                         f"{steps.shape} and {b.shape}")
+    G = b.shape[0]
+    per = {}
+    for name, value in (("alpha", alpha), ("init_scale", init_scale), ("beta2", beta2)):
+        v = np.atleast_1d(check_grid(name, value, 0.0, math.inf, closed="neither"))
+        if v.ndim != 1 or v.size not in (1, G):
+            raise ValueError(f"{name} must be a number or one per configuration (G = {G}), got shape {np.shape(value)}")
+        per[name] = np.broadcast_to(v, (G,))
+    scales = np.atleast_1d(check_grid("scales", scales, 0.0, math.inf, closed="neither"))
+    # the time t = log(ζ/s)/β₂ in steps, per configuration and scale
+    when = np.log(per["init_scale"][:, None] / scales[None, :]) / (per["beta2"] * per["alpha"])[:, None]
+    out = np.full((G, scales.size, b.shape[-1]), np.nan)
+    ok = (when >= steps[0]) & (when <= steps[-1])
+    g, k = np.nonzero(ok)
+    right = np.clip(np.searchsorted(steps, when[g, k]), 1, steps.size - 1)
+    left = right - 1
+    width = steps[right] - steps[left]
+    weight = ((when[g, k] - steps[left]) / np.where(width > 0, width, 1.0))[:, None]
+    out[g, k] = (1 - weight) * b[g, left] + weight * b[g, right]
+    return out

@@ -69,6 +69,8 @@ PARAMETER_CHECKS = {
     "init_norm": _positive,  # Lyu et al.'s alpha, the initial parameter norm ||theta(0)||_2
     "gamma": _nonnegative,  # margin of Lyu et al.'s misgrokking data (Figure 1b)
     "cut": _nonnegative,  # values below it in absolute value drawn as 0 (heat maps)
+    # a learning rate as a share of a stability limit (the diagonal network's at its initialisation)
+    "step_fraction": lambda name, value: check_range(name, value, 0.0, 1.0, closed="right"),
     **dict.fromkeys(("beta", "beta1", "beta2", "beta_star", "init_scale", "noise_std", "decay", "eps"), _nonnegative),
     "tol": lambda name, value: check_range(name, value, 0.0, 1.0, closed="neither"),
     "snr": lambda name, value: value is None or _positive(name, value),

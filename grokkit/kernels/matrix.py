@@ -11,27 +11,31 @@ with :math:`h(A) = UV^\top` (thin SVD :math:`A = U\Sigma V^\top`) a subgradient 
 column-major :math:`\operatorname{vec} A`.
 
 The deep factorization :math:`A = \mathcal A_1\cdots\mathcal A_L` (§D.11, eqs. 128–130) keeps its
-factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`).
+factors as a list of (G, d_{k-1}, d_k) tensors (:func:`deep_init`, :func:`deep_step`); so do the
+two-factor models of the background papers (:func:`two_factor`, the last section): Woodworth et
+al.'s :math:`UV^\top` of width k and Lyu et al.'s :math:`UU^\top - VV^\top` with weight decay.
 
-:func:`subgradient`, :func:`projected_subgradient`, :func:`proximal` and :func:`deep` run the steps
-in the loop every kernel family shares (:func:`grokkit.kernels.run.run`: schedule, records, early
-stop, divergence), with the matrix family's records (:class:`MatrixTrajectory`); :data:`DEEP`
-iterates on the factors and records their product. On the CPU, completion problems run the
-first three on the fused steps of :mod:`grokkit.kernels.fused` (a one-sided Jacobi SVD in C,
-where a compiler and AVX2/FMA are available; ``GROKKIT_FUSED=0`` switches them off), recorded
-through the same curves; matrix sensing (a dense X), the deep factorization and decaying steps
-(``alpha_decay``) run on the PyTorch steps.
+:func:`subgradient`, :func:`projected_subgradient`, :func:`proximal`, :func:`deep` and
+:func:`two_factor` run the steps in the loop every kernel family shares
+(:func:`grokkit.kernels.run.run`: schedule, records, early stop, divergence), with the matrix
+family's records (:class:`MatrixTrajectory`); :data:`DEEP` and :data:`TWO_FACTOR` iterate on the
+factors and record their product. On the CPU, completion problems run the first three on the
+fused steps of :mod:`grokkit.kernels.fused` (a one-sided Jacobi SVD in C, where a compiler and
+AVX2/FMA are available; ``GROKKIT_FUSED=0`` switches them off), recorded through the same
+curves; matrix sensing (a dense X), the factorizations and decaying steps (``alpha_decay``) run on
+the PyTorch steps.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
+from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed, show
 from grokkit.cache import cached
 from grokkit.kernels import fused
 from grokkit.kernels.run import (MAX_STEPS, Family, check_step_size, configurations, resolve_device, run)
@@ -292,6 +296,9 @@ class MatrixTrajectory:
     :class:`grokkit.kernels.Trajectory`. ``depth`` is L (1 for the shallow kernels) and
     ``factor_nuclear`` (G, T) the penalty the deep factorization applies,
     :math:`\sum_k\|\mathcal A_k\|_*` (None for the shallow kernels, where it is ``nuclear``).
+    The two-factor models (:func:`two_factor`) record two more curves (None elsewhere), over the
+    entries their mask leaves unobserved: ``unobserved_error``, the root mean square of
+    :math:`A - A^*` there, and ``unobserved_change``, that of :math:`A - A^{(1)}`.
     """
 
     method: str
@@ -312,6 +319,8 @@ class MatrixTrajectory:
     backend: str = "torch"
     depth: int = 1
     factor_nuclear: np.ndarray | None = None
+    unobserved_error: np.ndarray | None = None
+    unobserved_change: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.A_final.shape[0]
@@ -392,11 +401,33 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
     device = resolve_device(device)
     check_option("init", init, DEEP_INITS)
     seed = check_seed("seed", seed)
-    if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
-        raise ValueError(f"shape must be a pair (n1, n2), got {show(shape)}")
-    n1, n2 = check_int("n1", shape[0], 1), check_int("n2", shape[1], 1)
+    n1, n2 = _shape(shape)
     config = configurations(alpha=alpha, beta_star=beta_star, beta2=beta2, init_scale=init_scale,
                             **({} if alpha_decay is None else {"alpha_decay": alpha_decay}))
+    data, config = _problem(operator, y, (n1, n2), A_star, config, device)
+    op = data["op"]
+    lam = 1.0 if op.kind == "completion" else torch.linalg.matrix_norm(op.X, ord=2).cpu().numpy() ** 2
+    check_step_size(config, lam)
+    if method == "projected_subgradient" and op.kind == "sensing":
+        if op.N > n1 * n2 or torch.linalg.matrix_rank(op.X).min().item() < op.N:
+            raise ValueError(f"projected_subgradient needs rank(X) = N <= n1*n2 so that {{X(A) = y}} is a "
+                             f"nonempty affine set, got N = {op.N}, n1*n2 = {n1 * n2}")
+    scale = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None]
+    factors = [(scale * F[0]).to(device) for F in deep_init(n1, n2, depth, 1.0, init=init, seed=seed)]
+    return data, config, factors
+
+
+def _shape(shape) -> tuple[int, int]:
+    if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
+        raise ValueError(f"shape must be a pair (n1, n2), got {show(shape)}")
+    return check_int("n1", shape[0], 1), check_int("n2", shape[1], 1)
+
+
+def _problem(operator, y, shape, A_star, config, device) -> tuple[dict, dict[str, np.ndarray]]:
+    """Validate the operator (a boolean mask or a sensing X), ``y`` and ``A_star`` against ``shape``
+    and the grid ``config`` (a one-configuration grid is repeated to the operator's, y's or A_star's
+    G); returns the data on ``device`` (``op`` a :class:`Measurements`, ``y``, ``A_star``) and the grid."""
+    n1, n2 = shape
     operator = np.asarray(operator)
     kind = "completion" if operator.dtype == bool else "sensing"
     if kind == "completion":
@@ -427,17 +458,9 @@ def _prepare(operator, y, shape, A_star, method, alpha, beta_star, beta2, init_s
     op = Measurements(kind, (n1, n2), **{"mask" if kind == "completion" else "X": tensor})
     if y.shape[-1] != op.N:
         raise ValueError(f"y must have N = {op.N} entries (the measurements of the operator), got shape {y.shape}")
-    lam = 1.0 if kind == "completion" else torch.linalg.matrix_norm(op.X, ord=2).cpu().numpy() ** 2
-    check_step_size(config, lam)
-    if method == "projected_subgradient" and kind == "sensing":
-        if op.N > n1 * n2 or torch.linalg.matrix_rank(op.X).min().item() < op.N:
-            raise ValueError(f"projected_subgradient needs rank(X) = N <= n1*n2 so that {{X(A) = y}} is a "
-                             f"nonempty affine set, got N = {op.N}, n1*n2 = {n1 * n2}")
-    scale = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None]
-    factors = [(scale * F[0]).to(device) for F in deep_init(n1, n2, depth, 1.0, init=init, seed=seed)]
     data = {"op": op, "y": torch.as_tensor(y, dtype=torch.float64).to(device),
             "A_star": None if A_star is None else torch.as_tensor(A_star, dtype=torch.float64).to(device)}
-    return data, config, factors
+    return data, config
 
 
 def _kernel(method: str, step, rule: str):
@@ -559,4 +582,199 @@ def deep(operator, y, shape, *, depth, alpha, beta_star, beta2=0.0, steps, A_sta
                work=G * (4 * depth * max(n1, n2) ** 3 + n1 * n2 * data["op"].N), record=record_A, dense=dense,
                per_decade=per_decade, stop_periodic=stop_periodic, progress=progress)
     traj.depth = depth
+    return traj
+
+
+# ----------------------------------------------------------------------------- background: two-factor models
+#
+# The two factorizations of the background papers, trained by plain gradient descent on both
+# factors (G, n, k) at once: Woodworth et al. (2020) §6, the asymmetric W = UVᵀ of width k with
+# i.i.d. Gaussian factors (Figure 5, Theorem 4), and Lyu et al. (2024) §3.3.3, W = UUᵀ − VVᵀ
+# from U = V = ζI with weight decay (Figure 3, Corollary 3.11, Theorem 3.12).
+
+TWO_FACTOR_MODELS = ("asymmetric", "symmetric")
+TWO_FACTOR_CURVES = CURVES + ("unobserved_error", "unobserved_change")
+
+
+def two_factor_product(factors, model: str) -> torch.Tensor:
+    r"""W of the factors (U, V), each (G, n, k): :math:`UV^\top` (``"asymmetric"``, Woodworth et al. §6)
+    or :math:`UU^\top - VV^\top` (``"symmetric"``, Lyu et al. §3.3.3)."""
+    U, V = factors
+    return U @ V.mT if model == "asymmetric" else torch.baddbmm(U @ U.mT, V, V.mT, alpha=-1.0)
+
+
+def _weight_gradient(W: torch.Tensor, op: Measurements, y: torch.Tensor, M, Y) -> torch.Tensor:
+    r""":math:`\mathcal X^*(\mathcal X(W) - y)`; for completion, :math:`M \odot W - Y` with M the mask as
+    0/1 numbers and :math:`Y = \mathcal X^*(y)` (``M``, ``Y`` given: two operations, no gather or scatter)."""
+    return M * W - Y if M is not None else op.adjoint(op(W) - y)
+
+
+def _loss_scale(model: str, op: Measurements) -> float:
+    """The factor of the data term's gradient: 2 for Woodworth et al.'s sum, 2/N for Lyu et al.'s mean."""
+    return 2.0 if model == "asymmetric" else 2.0 / op.N
+
+
+def two_factor_gradients(factors, op: Measurements, y: torch.Tensor, model: str, M=None, Y=None) -> list[torch.Tensor]:
+    r"""The gradients of the data term with respect to U and V.
+
+    ``"asymmetric"``: Woodworth et al.'s :math:`L = \sum_n(\langle X_n, UV^\top\rangle - y_n)^2`
+    (§6, a sum), :math:`G = 2\mathcal X^*(r)` with :math:`r = \mathcal X(W) - y`,
+    :math:`\nabla_U = GV`, :math:`\nabla_V = G^\top U`.
+    ``"symmetric"``: Lyu et al.'s :math:`\frac1N\sum_n(\langle P_n, UU^\top - VV^\top\rangle - y_n)^2`
+    (eq. 5, a mean), :math:`G = \frac2N\mathcal X^*(r)`, :math:`\nabla_U = (G + G^\top)U`,
+    :math:`\nabla_V = -(G + G^\top)V`: the same with the symmetrised
+    :math:`P_n = \frac12(e_{i_n}e_{j_n}^\top + e_{j_n}e_{i_n}^\top)` of their Appendix F, as
+    :math:`\langle P_n, W\rangle = W_{i_nj_n}` for a symmetric W. ``M``, ``Y``: as :func:`_weight_gradient`."""
+    U, V = factors
+    G = _weight_gradient(two_factor_product(factors, model), op, y, M, Y) * _loss_scale(model, op)
+    if model == "asymmetric":
+        return [G @ V, G.mT @ U]
+    S = G + G.mT
+    return [S @ U, -(S @ V)]
+
+
+def two_factor_step(factors, op, y, alpha, beta2, ridge, *, model: str, M=None, Y=None, **_):
+    r"""One gradient step on both factors at once, :math:`U \leftarrow U - \alpha(\nabla_U + \beta_2U)`,
+    :math:`V \leftarrow V - \alpha(\nabla_V + \beta_2V)` (:func:`two_factor_gradients`): gradient descent on
+    the data term plus :math:`\frac{\beta_2}2(\|U\|_F^2 + \|V\|_F^2)`, Lyu et al.'s weight decay with
+    :math:`\lambda = \beta_2` (eq. 5). ``ridge`` is ``beta2``, or None when it is 0 everywhere. Written
+    :math:`U \leftarrow (1 - \alpha\beta_2)U - (\alpha G)V` and so on, one fused product a factor."""
+    U, V = factors
+    R = _weight_gradient(two_factor_product(factors, model), op, y, M, Y)
+    if model == "symmetric":
+        R = R + R.mT
+    S = R * (alpha * _loss_scale(model, op))
+    if ridge is not None:
+        keep = 1.0 - alpha * ridge
+        U, V = U * keep, V * keep
+    if model == "asymmetric":
+        return [torch.baddbmm(U, S, factors[1], alpha=-1.0), torch.baddbmm(V, S.mT, factors[0], alpha=-1.0)]
+    return [torch.baddbmm(U, S, factors[0], alpha=-1.0), torch.baddbmm(V, S, factors[1])]
+
+
+def _unobserved_rms(D: torch.Tensor, unseen: torch.Tensor) -> torch.Tensor:
+    """The root mean square of every matrix of ``D`` (g, n1, n2) over the entries ``unseen``
+    ((n1, n2) or (g, n1, n2)); NaN where there are none."""
+    unseen = unseen.expand(D.shape)
+    return (torch.where(unseen, D**2, 0.0).flatten(1).sum(dim=1) / unseen.flatten(1).sum(dim=1)).sqrt()
+
+
+def _observe_two_factor(factors, data: dict, col: dict, *, model: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    r"""The :data:`TWO_FACTOR_CURVES` (7, g) of W and its singular values. The gradient ratio is
+    :math:`\beta_2\|(U, V)\|_F/\|(\nabla_U, \nabla_V)\|_F`, the weight decay's gradient against the data
+    term's over all the parameters."""
+    op, y, A_star, unseen = data["op"], data["y"], data["A_star"], data["unseen"]
+    norm, fro = torch.linalg.vector_norm, (lambda M: torch.linalg.matrix_norm(M, ord="fro"))
+    W = two_factor_product(factors, model)
+    r = op(W) - y
+    grads = two_factor_gradients(factors, op, y, model, data.get("M"), data.get("Y"))
+    theta = torch.cat([F.flatten(1) for F in factors], dim=1)
+    grad = torch.cat([g.flatten(1) for g in grads], dim=1)
+    sv = _singular_values(W)
+    nan = torch.full_like(sv[:, 0], math.nan)
+    test = fro(W - A_star) / fro(A_star) if A_star is not None else nan
+    error = _unobserved_rms(W - A_star, unseen) if unseen is not None and A_star is not None else nan
+    change = _unobserved_rms(W - data["A_initial"], unseen) if unseen is not None else nan
+    return torch.stack([norm(r, dim=-1) / norm(y, dim=-1), test, sv.sum(dim=-1), fro(W),
+                        col["beta2"][:, 0, 0] * norm(theta, dim=-1) / norm(grad, dim=-1), error, change]), [sv]
+
+
+# The iterate is the list [U, V]; W is recorded.
+TWO_FACTOR = {model: Family(penalty="beta2", curves=TWO_FACTOR_CURVES, finite=FINITE, operands=("op", "y"),
+                            target="A_star", evaluate=functools.partial(_observe_two_factor, model=model),
+                            result=_result, unbatched={"A_star": 2, "unseen": 2, "A_initial": 2, "M": 2, "Y": 2},
+                            traces=("singular_values",), view=functools.partial(two_factor_product, model=model))
+              for model in TWO_FACTOR_MODELS}
+
+
+def _two_factor_init(shape: tuple[int, int], model: str, config: dict[str, np.ndarray],
+                     seed: int) -> list[torch.Tensor]:
+    """The initial factors (G, n1, k) and (G, n2, k), k the largest width (:func:`two_factor`)."""
+    n1, n2 = shape
+    scale = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None]
+    if model == "symmetric":
+        eye = torch.eye(n1, dtype=torch.float64)
+        return [scale * eye, scale * eye]
+    width = config["width"].astype(np.int64)
+    Z = torch.as_tensor(np.random.RandomState(seed).randn(width.max(), n1 + n2))
+    keep = torch.as_tensor(np.arange(width.max())[None, :] < width[:, None], dtype=torch.float64)[:, None, :]
+    return [scale * keep * Z[:, :n1].T, scale * keep * Z[:, n1:].T]
+
+
+@cached
+def two_factor(operator, y, shape, *, model, alpha, init_scale, beta2=0.0, width=None, steps, A_star=None, seed=0,
+               record_A=False, dense=1000, per_decade=100, stop_periodic=True, device="auto",
+               progress=None) -> MatrixTrajectory:
+    r"""Gradient descent on a two-factor model W(U, V), batched over a grid of configurations.
+
+    ``model="asymmetric"``, Woodworth et al. (2020) §6: :math:`W = UV^\top`,
+    :math:`U \in \mathbb R^{n_1\times k}`, :math:`V \in \mathbb R^{n_2\times k}`, k the ``width``, with
+    i.i.d. :math:`\mathcal N(0, \zeta^2)` entries (ζ = ``init_scale``, their α), on their squared
+    loss :math:`\sum_n(\langle X_n, W\rangle - y_n)^2` (a sum). Hidden unit j (the columns
+    :math:`u_j, v_j`) is row j of ``RandomState(seed).randn(k_max, n1 + n2)``, scaled by ζ, for every
+    configuration: the widths of a grid are nested (a configuration of width k holds the first k
+    units, the others padded with zero columns, which gradient descent keeps at zero), and each ζ
+    scales the same draw. The scale of the lifted model is :math:`\zeta^2k = \sigma\sqrt k` (their
+    Figure 5 and Theorem 4).
+
+    ``model="symmetric"``, Lyu et al. (2024) §3.3.3, eq. (5): :math:`W = UU^\top - VV^\top` with
+    :math:`U, V \in \mathbb R^{n\times n}` from :math:`U = V = \zeta I` (so W = 0 at the start), on
+    :math:`\frac1N\sum_n(\langle P_n, W\rangle - y_n)^2` (a mean; their :math:`P_n = e_ie_i^\top` is a
+    misprint for the :math:`e_ie_j^\top` of Appendix F, symmetrised there: the same loss, as W is
+    symmetric). ``width`` must be None and ``shape`` square.
+
+    Both add the weight decay :math:`\frac{\beta_2}2(\|U\|_F^2 + \|V\|_F^2)` (``beta2`` is Lyu et al.'s λ;
+    Woodworth et al. have none) and update both factors at once with the step ``alpha``
+    (:func:`two_factor_step`). ``alpha``, ``init_scale``, ``beta2`` and ``width`` are scalars or (G,)
+    grids of one length (:func:`grokkit.kernels.grid`), all run in one batched computation.
+
+    ``operator``, ``y``, ``shape``, ``A_star``: as :func:`subgradient` (a completion mask, shared or
+    one per configuration, or a sensing X: Theorem 4's diagonal measurements are a sensing X whose
+    rows read :math:`\operatorname{diag}(W)`). No step-size bound is checked (it depends on the
+    factors' scale): a configuration that diverges is stopped and reported (``RuntimeWarning``).
+    ``record_A`` keeps the iterates W; ``dense``, ``per_decade``, ``stop_periodic``, ``device``,
+    ``progress``: as for the other kernels.
+
+    Returns a :class:`MatrixTrajectory` of W (``depth`` 2) with the curves of :func:`subgradient`
+    (``grad_ratio`` is :math:`\beta_2\|(U, V)\|_F/\|(\nabla_U, \nabla_V)\|_F`) and, for completion,
+    ``unobserved_error`` and ``unobserved_change``, the root mean squares of :math:`W - A^*` and of
+    :math:`W - W^{(1)}` over the unobserved entries (off the mask; for ``"symmetric"``, off the mask
+    and its transpose, which a symmetric W fits together); its ``config`` holds ``width`` for the
+    asymmetric model. Raises ``ValueError`` before any compute for a bad input."""
+    model = check_option("model", model, TWO_FACTOR_MODELS)
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    check_int("dense", dense, 0)
+    check_int("per_decade", per_decade, 1)
+    device = resolve_device(device)
+    seed = check_seed("seed", seed)
+    n1, n2 = _shape(shape)
+    check_grid("init_scale", init_scale, 0.0, closed="neither")
+    if model == "symmetric":
+        if width is not None:
+            raise ValueError(f"width must be None for model 'symmetric' (U and V are n x n), got {show(width)}")
+        if n1 != n2:
+            raise ValueError(f"shape must be square (n, n) for model 'symmetric', got {show(shape)}")
+        hyper = {}
+    else:
+        widths = np.atleast_1d(np.asarray(width, dtype=object))
+        if width is None or widths.ndim != 1 or widths.size == 0:
+            raise ValueError(f"width must be an integer >= 1 or a non-empty grid of them for model 'asymmetric', "
+                             f"got {show(width)}")
+        hyper = {"width": np.array([check_int("width", k, 1) for k in widths], dtype=float)}
+    config = configurations(alpha=alpha, beta2=beta2, init_scale=init_scale, **hyper)
+    data, config = _problem(operator, y, (n1, n2), A_star, config, device)
+    op = data["op"]
+    factors = [F.to(device) for F in _two_factor_init((n1, n2), model, config, seed)]
+    G, k = factors[0].shape[0], factors[0].shape[-1]
+    if op.kind == "completion":
+        seen = op.mask | op.mask.mT if model == "symmetric" else op.mask
+        data.update(unseen=~seen, M=op.mask.to(torch.float64), Y=op.adjoint(data["y"].expand(G, op.N)))
+    else:
+        data.update(unseen=None, M=None, Y=None)
+    data["A_initial"] = two_factor_product(factors, model)
+    work = G * n1 * n2 * (3 * k + (op.N if op.kind == "sensing" else 2))  # three products a step
+    traj = run(TWO_FACTOR[model], f"two_factor_{model}", functools.partial(two_factor_step, model=model), data,
+               config, factors, steps, work=work, record=record_A, dense=dense, per_decade=per_decade,
+               stop_periodic=stop_periodic, progress=progress)
+    traj.depth = 2
     return traj
