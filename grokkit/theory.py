@@ -1303,7 +1303,7 @@ def implicit_regulariser(beta, init_scale, depth: int = 2):
     rich limit: :math:`Q_\alpha/\log(1/\alpha^2) \to \|\beta\|_1` (D = 2), :math:`Q^D_\alpha \to \|\beta\|_1` (D ≥ 3).
 
     ``beta`` (..., n) finite; ``init_scale`` > 0, a number or an array broadcasting against
-    ``beta.shape[:-1]`` (a grid: ``init_scale[:, None]`` against one β gives one value per scale).
+    ``beta.shape[:-1]`` (a grid (G,) against one β (n,) gives G values).
     D = 2 is evaluated from :math:`\log\alpha`, so any positive float works. Returns the sum over
     the last axis."""
     depth = _woodworth_depth(depth)
@@ -1332,12 +1332,12 @@ WOODWORTH_MIN_POWER = 1e-4
 
 def woodworth_scale_range(depth: int) -> tuple[float, float]:
     r"""The ``init_scale`` interval where :func:`implicit_bias` and :func:`diagonal_flow` work in float64:
-    [1e-300, 1e100] for D = 2; :math:`[10^{-4/(D-2)}, 10^{100/D}]` for D ≥ 3 (1e-4 to 1e33 for D = 3,
-    1e-2 to 1e25 for D = 4), see :data:`WOODWORTH_MIN_POWER`."""
+    [1e-300, 1e100] for D = 2; :math:`\alpha^{D-2} \ge 10^{-4}` and :math:`\alpha^D \le 10^{100}` for D ≥ 3
+    (1e-4 to 2e33 for D = 3, 1e-2 to 1e25 for D = 4), see :data:`WOODWORTH_MIN_POWER`."""
     depth = _woodworth_depth(depth)
     if depth == 2:
         return WOODWORTH_MIN_SCALE_D2, WOODWORTH_MAX_SCALE
-    return WOODWORTH_MIN_POWER ** (1 / (depth - 2)), WOODWORTH_MAX_SCALE ** (2 / depth)
+    return WOODWORTH_MIN_POWER ** (1 / (depth - 2)), WOODWORTH_MAX_SCALE ** (1 / depth)
 
 
 def _check_scales(init_scale, depth: int) -> np.ndarray:
