@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import torch
+from scipy import special
 
 from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed, show
 from grokkit.data import least_squares, unvec, vec
@@ -1243,14 +1244,15 @@ def _h_inverse(z: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
     p, _ = _exponents(depth)
     x = np.abs(z)
     small = x <= 1
-    h_u = lambda u: (1 - u) ** -p - (1 + u) ** -p  # noqa: E731
+    h_u = lambda u: _h_stable(u, depth)             # noqa: E731
     h_a = lambda a: a ** -p - (2 - a) ** -p        # noqa: E731
     lo = np.where(small, 0.0, (x + 1) ** (-1 / p))
     hi = np.where(small, np.minimum(x / (2 * p), 0.5), np.minimum(1.0, np.maximum(x, 1.0) ** (-1 / p)))
     for _ in range(200):
         mid = (lo + hi) / 2
         # u increases h_D, a decreases it: move the bound on the side of the root
-        above = np.where(small, h_u(mid) > x, h_a(mid) < x)
+        with np.errstate(divide="ignore"):
+            above = np.where(small, h_u(mid) > x, h_a(mid) < x)
         hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
     root = (lo + hi) / 2
     return np.where(small, root, 1 - root), np.where(small, 1 - root, root)
@@ -1265,7 +1267,7 @@ def q_depth(z, depth: int):
               H_D(u) = \tfrac{D-2}{2}\big((1-u)^{-2/(D-2)} + (1+u)^{-2/(D-2)}\big),
 
     the Legendre transform of :math:`H_D` (no quadrature); :math:`H_D(u) - H_D(0)` is summed with
-    ``expm1``, accurate at small z. Limits: :math:`q_D(z) = \frac{D-2}{4D}z^2 + O(z^4)` (ℓ2) and
+    ``expm1``, and below u = 1e-3 by its even power series (the two powers cancel there). Limits: :math:`q_D(z) = \frac{D-2}{4D}z^2 + O(z^4)` (ℓ2) and
     :math:`q_D(z) = |z| + O(|z|^{2/D})` (ℓ1). ``depth = 2`` is :func:`q` (:math:`h_2 = 2\sinh`).
     ``z`` finite, ``depth`` an integer ≥ 2."""
     depth = _woodworth_depth(depth)
@@ -1275,8 +1277,12 @@ def q_depth(z, depth: int):
     z = np.asarray(z, dtype=float)
     u, a = _h_inverse(z, depth)
     _, k = _exponents(depth)
-    log_a = np.where(np.abs(z) <= 1, np.log1p(-u), np.log(a))  # from the variable bisected, to full precision
+    with np.errstate(divide="ignore"):
+        log_a = np.where(np.abs(z) <= 1, np.log1p(-u), np.log(a))  # from the variable bisected, to full precision
     rise = (depth - 2) / 2 * (np.expm1(-k * log_a) + np.expm1(-k * np.log1p(u)))
+    # below u = 1e-3 the two terms cancel to O(u²): the even series 2Σ C(k+j−1, j)u^j, j = 2, 4, …, 10
+    series = sum(2 * special.binom(k + j - 1, j) * u ** j for j in range(2, 12, 2))
+    rise = np.where(u < 1e-3, (depth - 2) / 2 * series, rise)
     out = np.abs(z) * u - rise
     return float(out) if out.ndim == 0 else out
 
