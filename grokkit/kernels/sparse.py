@@ -17,7 +17,7 @@ import torch
 from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
 from grokkit.cache import cached
 from grokkit.kernels.run import (FINITE, MAX_STEPS, METRICS, SPARSE, Family, Trajectory, _metrics, _sparse_result,
-                                 apply, check_step_size, configurations, gradient, lambda_max, residual,
+                                 apply, apply_t, check_step_size, configurations, gradient, lambda_max, residual,
                                  resolve_device, run)
 
 INITS = ("random", "constant")
@@ -411,3 +411,187 @@ def deep(X, y, *, depth, alpha, beta1=0.0, beta2=0.0, steps, b_star=None, init_s
     return run(SPARSE_DEEP, "deep", deep_step, data, config, B0, steps,
                work=G * X.shape[-2] * X.shape[-1], record=record_b, dense=dense, per_decade=per_decade,
                stop_periodic=stop_periodic, progress=progress)
+
+
+# ----------------------------------------------------------------------------- the u^D − v^D network ([W], [L])
+
+LOSSES = ("square", "logistic")
+
+
+def signed_powers(W: torch.Tensor, depth) -> tuple[torch.Tensor, torch.Tensor]:
+    r""":math:`\beta = w_+^{\odot D} - w_-^{\odot D}` ([W] eq. 10, [L] eq. 4) and the powers
+    :math:`w_\pm^{\odot(D-1)}` (G, 2, n), for the stacked branches ``W`` (G, 2, n) and the depths
+    ``depth``: an integer shared by every configuration, or a column (G, 1). The derivatives of β
+    in :math:`w_\pm` are :math:`\pm Dw_\pm^{\odot(D-1)}`."""
+    if isinstance(depth, int):
+        powers = W if depth == 2 else W ** (depth - 1)
+    else:
+        powers = W ** (depth[:, :, None] - 1)
+    beta = W[:, 0] * powers[:, 0] - W[:, 1] * powers[:, 1]
+    return beta, powers
+
+
+def _loss_gradient(loss: str, X: torch.Tensor, y: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    r"""The gradient in β of the data term: :math:`\tilde X^\top(\tilde X\beta - y)` for ``"square"``
+    (:math:`\tfrac12\|\tilde X\beta - y\|^2`), :math:`-\tfrac1N\tilde X^\top(y \odot \sigma(-y \odot \tilde X\beta))`
+    for ``"logistic"`` (:math:`\tfrac1N\sum_i\log(1 + e^{-y_i\langle\beta, x_i\rangle})`)."""
+    if loss == "square":
+        return apply_t(X, residual(X, beta, y))
+    return apply_t(X, torch.sigmoid(apply(X, beta).mul_(y).neg_()).mul_(y).mul_(-1 / X.shape[-2]))
+
+
+def _branch_gradient(loss: str, X, y, W, depth) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""β and the loss's gradient in the branches, :math:`(Dw_+^{D-1}, -Dw_-^{D-1}) \odot \nabla_\beta\ell`."""
+    beta, powers = signed_powers(W, depth)
+    g = _loss_gradient(loss, X, y, beta) * (depth if isinstance(depth, int) else depth)
+    return beta, powers * torch.stack([g, -g], dim=1)
+
+
+def _diagonal_net_step(loss: str, depth: int | None, l1: bool):
+    """The step of :func:`diagonal_net`; ``depth`` when every configuration has that depth (the
+    exponent is then a Python integer), ``l1`` False when every ``beta1`` is 0 (its term is skipped)."""
+    def step(x, X, y, alpha, beta1, beta2, **test_set):
+        r"""One gradient step on both branches of ``x = [W, depth]``: :math:`w_\pm \leftarrow w_\pm -
+        \alpha(\pm Dw_\pm^{D-1} \odot \nabla_\beta\ell(\beta) + \beta_1\operatorname{sign}(w_\pm) + \beta_2 w_\pm)`
+        (``beta2=None`` means 0; the test set, passed with the data, is not used)."""
+        W, depths = x
+        _, update = _branch_gradient(loss, X, y, W, depths if depth is None else depth)
+        if l1:
+            update = torch.addcmul(update, beta1[:, :, None], torch.sign(W))
+        if beta2 is not None:
+            update = torch.addcmul(update, beta2[:, :, None], W)
+        return [torch.addcmul(W, alpha[:, :, None], update, value=-1), depths]
+    step.__name__ = f"diagonal_net_{loss}_step"
+    return step
+
+
+def _observe_diagonal_net(loss: str):
+    def evaluate(x, data: dict, col: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        r"""The :data:`~grokkit.kernels.run.METRICS` (5, g) of β (:func:`diagonal_net`)."""
+        norm = torch.linalg.vector_norm
+        (W, depth), X, y, b_star = x, data["X"], data["y"], data["b_star"]
+        X_test, y_test = data.get("X_test"), data.get("y_test")
+        beta, data_grad = _branch_gradient(loss, X, y, W, depth)
+        nan = torch.full_like(beta[:, 0], torch.nan)
+        if loss == "square":
+            train = norm(residual(X, beta, y), dim=-1) / norm(y, dim=-1)
+            if b_star is not None:
+                test = norm(beta - b_star, dim=-1) / norm(b_star, dim=-1)
+            else:
+                test = nan if X_test is None else norm(residual(X_test, beta, y_test), dim=-1) / norm(y_test, dim=-1)
+        else:
+            train = (y * apply(X, beta) <= 0).to(beta.dtype).mean(dim=-1)
+            test = nan if X_test is None else (y_test * apply(X_test, beta) <= 0).to(beta.dtype).mean(dim=-1)
+        penalty = col["beta1"][:, :, None] * torch.sign(W) + col["beta2"][:, :, None] * W
+        ratio = norm(penalty.flatten(1), dim=-1) / norm(data_grad.flatten(1), dim=-1)
+        return torch.stack([train, test, norm(beta, 1, dim=-1), norm(beta, dim=-1), ratio]), []
+    return evaluate
+
+
+# The iterate is [W, depth]: the two branches (G, 2, n) and each configuration's depth (G, 1), which
+# travels with it; β = w₊^D − w₋^D is recorded. A 0–1 error has no divergence to show: the norms do.
+DIAGONAL_NETS = {loss: Family(penalty="beta1", curves=METRICS, finite=("train_error", "l1", "l2"), operands=("X", "y"),
+                              target="b_star", evaluate=_observe_diagonal_net(loss), result=_sparse_result,
+                              unbatched={"X": 2, "X_test": 2}, view=lambda x: signed_powers(*x)[0])
+                 for loss in LOSSES}
+
+
+def _test_set(X_test, y_test, n: int, G: int, loss: str):
+    """The optional test set as tensors, both or neither; labels ±1 for the logistic loss."""
+    if (X_test is None) != (y_test is None):
+        raise ValueError("X_test and y_test must be given together, got only "
+                         + ("X_test" if y_test is None else "y_test"))
+    if X_test is None:
+        return None, None
+    X_test, y_test = _tensor("X_test", X_test, "(M, n)", G), _tensor("y_test", y_test, "(M,)", G)
+    if X_test.shape[-1] != n or y_test.shape[-1] != X_test.shape[-2]:
+        raise ValueError(f"X_test must have n = {n} columns and y_test one label per row, got shapes "
+                         f"{tuple(X_test.shape)} and {tuple(y_test.shape)}")
+    check_finite("X_test", X_test)
+    _labels("y_test", y_test, loss)
+    return X_test, y_test
+
+
+def _labels(name: str, y: torch.Tensor, loss: str) -> None:
+    if loss == "logistic" and not ((y == 1) | (y == -1)).all():
+        raise ValueError(f"{name} must hold labels -1 and +1 for loss='logistic', got values "
+                         f"{show(sorted(set(torch.unique(y).tolist()))[:5])}")
+    check_finite(name, y)
+
+
+@cached
+def diagonal_net(X, y, *, alpha, steps, depth=2, init_scale=1.0, beta1=0.0, beta2=0.0, loss="square", b_star=None,
+                 X_test=None, y_test=None, record_b=False, dense=1000, per_decade=100, stop_periodic=True,
+                 device="auto", progress=None) -> Trajectory:
+    r"""Gradient descent on the diagonal linear network :math:`\beta = w_+^{\odot D} - w_-^{\odot D}`
+    of Woodworth et al. (eq. 10; D = 2 is their eq. 3) and Lyu et al. (eq. 4, D = 2), from the
+    unbiased initialisation :math:`w_+(0) = w_-(0) = \zeta\mathbf 1` (so β(0) = 0), for
+
+    .. math:: \ell(\beta) + \beta_1\sum_\pm\|w_\pm\|_1 + \tfrac{\beta_2}2\sum_\pm\|w_\pm\|_2^2 .
+
+    ``loss="square"``: :math:`\ell = \tfrac12\|\tilde X\beta - y\|_2^2` (Woodworth et al.'s
+    :math:`\sum_n(f - y_n)^2` is twice it: the same path at twice the speed); ``"logistic"``:
+    :math:`\ell = \tfrac1N\sum_i\log(1 + e^{-y_i\langle\beta, x_i\rangle})`, labels ±1 (Lyu et al.'s code).
+    ``beta2`` is coupled weight decay (Lyu et al.'s λ, torch SGD's ``weight_decay``).
+
+    Naming: the papers' α, the initialisation scale, is ``init_scale`` ζ here (one entry of
+    :math:`w_\pm(0)`, so :math:`\|\theta(0)\|_2 = \zeta\sqrt{2n}`, the α of Lyu et al.'s code);
+    ``alpha`` is the learning rate, and continuous time is ``alpha * steps``.
+
+    ``alpha`` > 0, ``beta1``, ``beta2`` ≥ 0, ``init_scale`` > 0 and ``depth`` (integers ≥ 1) are
+    scalars or (G,) grids of one length (:func:`grokkit.kernels.grid`), all run in one batch. ``X``
+    (N, n) and ``y`` (N,) are shared, or one per configuration ((G, N, n), (G, N)). ``b_star`` (the
+    ground truth) or a test set ``X_test`` (M, n), ``y_test`` (M,) sets ``test_error``.
+
+    Returns a :class:`~grokkit.kernels.Trajectory` of β on :func:`~grokkit.kernels.log_schedule`:
+    ``train_error`` (square: :math:`\|\tilde X\beta - y\|/\|y\|`; logistic: the training 0–1 error),
+    ``test_error`` (square: :math:`\|\beta - \beta^*\|/\|\beta^*\|`, or the relative residual on the test
+    set; logistic: the test 0–1 error; NaN without either), ``l1``, ``l2`` of β, ``grad_ratio``
+    (the penalties' gradient over the loss's, in θ), ``b`` (G, T, n) with ``record_b`` and
+    ``b_final``; ``config["depth"]`` the depths. No step-size check applies (the Hessian grows
+    with the weights): configurations that diverge are stopped and reported (``RuntimeWarning``).
+    Raises ``ValueError`` before any compute for a bad input."""
+    check_option("loss", loss, LOSSES)
+    depth = _depths(depth)
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    check_int("dense", dense, 0)
+    check_int("per_decade", per_decade, 1)
+    device = resolve_device(device)
+    config = configurations(alpha=alpha, beta1=beta1, beta2=beta2, init_scale=init_scale)
+    if not (config["init_scale"] > 0).all():
+        raise ValueError(f"init_scale must be in (0, inf): β = 0 is a stationary point, got "
+                         f"{config['init_scale'][config['init_scale'] <= 0][0]:g}")
+    G = max(config["alpha"].size, depth.size, _leading(X, 2), _leading(y, 1),
+            _leading(b_star, 1) if b_star is not None else 1)
+    for name, size in (("depth", depth.size), ("alpha, beta1, beta2 and init_scale", config["alpha"].size)):
+        if size not in (1, G):
+            raise ValueError(f"{name} must be one value or one per configuration (G = {G}), got {size}")
+    config = {k: np.broadcast_to(v, (G,)).copy() for k, v in config.items()}
+    config["depth"] = np.broadcast_to(depth, (G,)).copy()
+    X, y = _tensor("X", X, "(N, n)", G), _tensor("y", y, "(N,)", G)
+    N, n = X.shape[-2:]
+    if N < 1 or n < 1:
+        raise ValueError(f"X must have N >= 1 rows and n >= 1 columns, got shape {tuple(X.shape)}")
+    if y.shape[-1] != N:
+        raise ValueError(f"y must have shape (N,) or (G, N) with N = {N} (the rows of X), got {tuple(y.shape)}")
+    check_finite("X", X)
+    _labels("y", y, loss)
+    if loss == "square":
+        _nonzero("y", y, "training")
+    if b_star is not None:
+        b_star = _tensor("b_star", b_star, "(n,)", G)
+        if b_star.shape[-1] != n:
+            raise ValueError(f"b_star must have shape (n,) or (G, n) with n = {n}, got {tuple(b_star.shape)}")
+        check_finite("b_star", b_star)
+        _nonzero("b_star", b_star, "recovery")
+        b_star = b_star.to(device)
+    X_test, y_test = _test_set(X_test, y_test, n, G, loss)
+    W0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None].expand(G, 2, n).clone()
+    x0 = [W0.to(device), torch.as_tensor(config["depth"], dtype=torch.float64, device=device)[:, None]]
+    data = {"X": X.to(device), "y": y.to(device), "b_star": b_star}
+    if X_test is not None:
+        data.update(X_test=X_test.to(device), y_test=y_test.to(device))
+    step = _diagonal_net_step(loss, int(depth[0]) if np.all(depth == depth[0]) else None, bool(config["beta1"].any()))
+    return run(DIAGONAL_NETS[loss], "diagonal_net", step, data, config, x0, steps,
+               work=G * N * n, record=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,
+               progress=progress)
