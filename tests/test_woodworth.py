@@ -286,3 +286,18 @@ def test_parameter_distance_bias(init_scale):
 def test_bad_inputs(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_largest_recovering_scale():
+    X, y, b = P.X, P.y, P.b_star
+    for depth in (2, 3):
+        a = theory.largest_recovering_scale(X, y, b, depth, 0.025)
+        assert np.linalg.norm(theory.implicit_bias(X, y, a, depth) - b) <= 0.025
+        assert np.linalg.norm(theory.implicit_bias(X, y, a * 1.01, depth) - b) > 0.025
+    few = problem(N=15)  # below basis pursuit's sample size: no scale recovers
+    assert math.isnan(theory.largest_recovering_scale(few.X, few.y, few.b_star, 2, 0.025))
+    assert theory.largest_recovering_scale(X, y, b, 2, 10.0) == 1e3
+    with pytest.raises(ValueError, match=r"threshold must be in \(0.0, inf\)"):
+        theory.largest_recovering_scale(X, y, b, 2, 0.0)
+    with pytest.raises(ValueError, match=r"b_star must have shape \(100,\)"):
+        theory.largest_recovering_scale(X, y, b[:5], 2, 0.1)
