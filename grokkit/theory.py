@@ -1209,7 +1209,8 @@ def q(z):
     r"""[W] Theorem 1: :math:`q(z) = \int_0^z \operatorname{arcsinh}(u/2)\,du = 2 - \sqrt{4 + z^2}
     + z\operatorname{arcsinh}(z/2)`, the coordinate function of the depth-2 implicit regulariser
     :math:`Q_\alpha(\beta) = \alpha^2\sum_i q(\beta_i/\alpha^2)`. Limits: :math:`q(z) = z^2/4 + O(z^4)`
-    (the kernel regime, ℓ2) and :math:`q(z) = |z|\log|z| + O(1/|z|)` (the rich limit, ℓ1). Computed
+    (the kernel regime, ℓ2) and :math:`q(z) = |z|\log|z| - |z| + 2 + O(1/|z|)` (the rich limit, ℓ1; [W]
+    §4 print the remainder as O(1/|z|), dropping :math:`-|z| + 2`). Computed
     as :math:`z\operatorname{arcsinh}(z/2) - z^2/(2 + \sqrt{4 + z^2})`, accurate at small and at huge |z|.
     ``z`` a finite number or array; returns the same shape."""
     check_finite("z", z)
