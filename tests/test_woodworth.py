@@ -301,3 +301,21 @@ def test_largest_recovering_scale():
         theory.largest_recovering_scale(X, y, b, 2, 0.0)
     with pytest.raises(ValueError, match=r"b_star must have shape \(100,\)"):
         theory.largest_recovering_scale(X, y, b[:5], 2, 0.1)
+
+
+def test_kernel_diagonal_net_ends_at_the_minimiser_and_follows_the_flow():
+    # gk.kernels.diagonal_net, batched over depth and init_scale in one call
+    from grokkit import kernels
+
+    X, y = SMALL.X, SMALL.y
+    depth, scale = np.array([2, 3, 4]), np.array([0.3, 0.5, 0.6])
+    lam = np.linalg.norm(X, 2) ** 2
+    lr = 0.25 / (depth ** 2 * lam)
+    runs = kernels.diagonal_net(X, y, alpha=lr, steps=12_000, depth=depth, init_scale=scale, record_b=True,
+                                device="cpu")
+    for g, (D, a) in enumerate(zip(depth, scale)):
+        beta_q = theory.implicit_bias(X, y, a, D)
+        assert np.linalg.norm(runs.b_final[g] - beta_q) < 3e-3 * np.linalg.norm(beta_q)
+        t = lr[g] * runs.steps[1::40]
+        flow = theory.diagonal_flow(X, y, a, D, t)
+        assert np.abs(flow - runs.b[g, 1::40]).max() < 5e-3
