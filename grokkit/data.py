@@ -106,6 +106,19 @@ def sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
     return b_star
 
 
+def flat_sparse_signal(n: int, s: int, seed: int = 0) -> np.ndarray:
+    r"""The planted predictor of Woodworth et al. §4: :math:`\beta^*` with ``s`` entries equal to
+    :math:`1/\sqrt s` at random positions (so :math:`\|\beta^*\|_2 = 1`). Measure it with
+    :func:`signal_problem` (their :math:`x_n \sim \mathcal N(0, I)` is ``variance=1.0``; their noise
+    variance 0.01 is ``snr = 100/N``, since the signal power is 1)."""
+    n = check_int("n", n, 1)
+    s = check_int("s", s, 1, n, high_name="n")
+    rs = np.random.RandomState(check_seed("seed", seed))
+    b_star = np.zeros(n)
+    b_star[rs.choice(n, s, replace=False)] = 1 / np.sqrt(s)
+    return b_star
+
+
 def digit_signal() -> np.ndarray:
     r"""The image of Figures 36–37 (§C.12.1) as :math:`b^* \in \mathbb R^{64}`: the first 8×8
     digit of scikit-learn's bundled UCI optical-recognition digits (``load_digits().images[0]``,
