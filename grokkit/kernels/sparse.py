@@ -130,6 +130,18 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, s
                          f"got {len(inits)} options")
     if config["alpha"].size == 1:
         config = {k: np.repeat(v, G) for k, v in config.items()}
+    X, y, b_star = _problem(X, y, b_star, G)
+    n = X.shape[-1]
+    _nonzero("y", y, "training")
+    check_step_size(config, lambda_max(X))
+    direction = torch.stack([_direction(n, option, seed) for option in inits])
+    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * direction
+    return X.to(device), y.to(device), None if b_star is None else b_star.to(device), config, b0.to(device)
+
+
+def _problem(X, y, b_star, G: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``X`` (N, n), ``y`` (N,) and ``b_star`` (n,) or None as float64 tensors, each shared or one per
+    configuration of G, checked: shapes that agree, finite values, ``b_star`` nonzero."""
     X, y = _tensor("X", X, "(N, n)", G), _tensor("y", y, "(N,)", G)
     N, n = X.shape[-2:]
     if N < 1 or n < 1:
@@ -138,7 +150,6 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, s
         raise ValueError(f"y must have shape (N,) or (G, N) with N = {N} (the rows of X), got {tuple(y.shape)}")
     check_finite("X", X)
     check_finite("y", y)
-    _nonzero("y", y, "training")
     if b_star is not None:
         b_star = _tensor("b_star", b_star, "(n,)", G)
         if b_star.shape[-1] != n:
@@ -146,11 +157,7 @@ def _prepare(X, y, b_star, alpha, beta1, beta2, init_scale, alpha_decay, init, s
                              f"got {tuple(b_star.shape)}")
         check_finite("b_star", b_star)
         _nonzero("b_star", b_star, "recovery")
-        b_star = b_star.to(device)
-    check_step_size(config, lambda_max(X))
-    direction = torch.stack([_direction(n, option, seed) for option in inits])
-    b0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None] * direction
-    return X.to(device), y.to(device), b_star, config, b0.to(device)
+    return X, y, b_star
 
 
 def _doc(method: str, rule: str) -> str:
@@ -508,6 +515,7 @@ def _test_set(X_test, y_test, n: int, G: int, loss: str):
         raise ValueError(f"X_test must have n = {n} columns and y_test one label per row, got shapes "
                          f"{tuple(X_test.shape)} and {tuple(y_test.shape)}")
     check_finite("X_test", X_test)
+    check_finite("y_test", y_test)
     _labels("y_test", y_test, loss)
     return X_test, y_test
 
@@ -516,7 +524,6 @@ def _labels(name: str, y: torch.Tensor, loss: str) -> None:
     if loss == "logistic" and not ((y == 1) | (y == -1)).all():
         raise ValueError(f"{name} must hold labels -1 and +1 for loss='logistic', got values "
                          f"{show(sorted(set(torch.unique(y).tolist()))[:5])}")
-    check_finite(name, y)
 
 
 @cached
@@ -568,27 +575,15 @@ def diagonal_net(X, y, *, alpha, steps, depth=2, init_scale=1.0, beta1=0.0, beta
             raise ValueError(f"{name} must be one value or one per configuration (G = {G}), got {size}")
     config = {k: np.broadcast_to(v, (G,)).copy() for k, v in config.items()}
     config["depth"] = np.broadcast_to(depth, (G,)).copy()
-    X, y = _tensor("X", X, "(N, n)", G), _tensor("y", y, "(N,)", G)
+    X, y, b_star = _problem(X, y, b_star, G)
     N, n = X.shape[-2:]
-    if N < 1 or n < 1:
-        raise ValueError(f"X must have N >= 1 rows and n >= 1 columns, got shape {tuple(X.shape)}")
-    if y.shape[-1] != N:
-        raise ValueError(f"y must have shape (N,) or (G, N) with N = {N} (the rows of X), got {tuple(y.shape)}")
-    check_finite("X", X)
     _labels("y", y, loss)
     if loss == "square":
         _nonzero("y", y, "training")
-    if b_star is not None:
-        b_star = _tensor("b_star", b_star, "(n,)", G)
-        if b_star.shape[-1] != n:
-            raise ValueError(f"b_star must have shape (n,) or (G, n) with n = {n}, got {tuple(b_star.shape)}")
-        check_finite("b_star", b_star)
-        _nonzero("b_star", b_star, "recovery")
-        b_star = b_star.to(device)
     X_test, y_test = _test_set(X_test, y_test, n, G, loss)
     W0 = torch.as_tensor(config["init_scale"], dtype=torch.float64)[:, None, None].expand(G, 2, n).clone()
     x0 = [W0.to(device), torch.as_tensor(config["depth"], dtype=torch.float64, device=device)[:, None]]
-    data = {"X": X.to(device), "y": y.to(device), "b_star": b_star}
+    data = {"X": X.to(device), "y": y.to(device), "b_star": None if b_star is None else b_star.to(device)}
     if X_test is not None:
         data.update(X_test=X_test.to(device), y_test=y_test.to(device))
     step = _diagonal_net_step(loss, int(depth[0]) if np.all(depth == depth[0]) else None, bool(config["beta1"].any()))
