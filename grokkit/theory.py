@@ -546,8 +546,6 @@ def margin_classification_accuracy(w, w_star, gamma: float) -> np.ndarray:
     computed by 128-point Gauss–Legendre quadrature on [0, 12] (error below 1e-12). A classifier
     along :math:`\pm w^*` (r = 0) scores 1 or 0; ``w`` = 0 scores 1/2 (ties count half).
     """
-    from scipy.special import ndtr
-
     w_star = np.asarray(w_star, dtype=float)
     w = np.asarray(w, dtype=float)
     if w_star.ndim != 1 or w.shape[-1:] != w_star.shape:
@@ -564,7 +562,7 @@ def margin_classification_accuracy(w, w_star, gamma: float) -> np.ndarray:
     phi = np.exp(-a * a / 2) / math.sqrt(2 * math.pi)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(r > 0, c / np.where(r > 0, r, 1.0), np.sign(c) * np.inf)
-    inner = ndtr((a + gamma / 2) * ratio[..., None])
+    inner = special.ndtr((a + gamma / 2) * ratio[..., None])
     accuracy = 2.0 * (inner * phi * weights).sum(axis=-1)
     return np.where((r == 0) & (c == 0), 0.5, np.clip(accuracy, 0.0, 1.0))
 
