@@ -16,7 +16,9 @@ step (two evaluations, included in its time). Prints, as a Markdown table, the m
 large float32 matrix product on the same device, the practical limit. On the CPU everything runs
 on one thread (the library's setting for these small networks, and the loop's here), on CUDA on
 the GPU with ``torch.cuda.synchronize`` around each timing, the batched steps both replayed from
-CUDA graphs (the default there) and launched one by one. ``--json PATH`` writes the numbers.
+CUDA graphs (the default there) and launched one by one. On the CPU the loop is also timed with
+``torch.optim.Adam(fused=True)``, the Adam implementation the batched run uses there, to show
+what batching gains beyond it. ``--json PATH`` writes the numbers.
 
     python benchmarks/bench_nets.py [--device cpu] [--steps 200] [--repeats 3] [--json out.json]
 """
@@ -55,13 +57,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def loop(task, model, penalty, grid, batch_size, steps, device, seed=42):
-    """One model per configuration, one after the other, with torch.optim.Adam."""
+def loop(task, model, penalty, grid, batch_size, steps, device, seed=42, fused=None):
+    """One model per configuration, one after the other, with torch.optim.Adam (``fused=True``:
+    its fused implementation, which the batched run uses on the CPU)."""
     task = task.to(device)
     N = task.X_train.shape[0]
     for alpha, beta in zip(grid["alpha"], grid["beta"]):
         m = copy.deepcopy(model).to(device)
-        opt = torch.optim.Adam(m.parameters(), lr=float(alpha))
+        opt = torch.optim.Adam(m.parameters(), lr=float(alpha), fused=fused)
         batches = nets.Batches(N, batch_size, seed, device)  # on the device, as the batched run's
         for _ in range(steps):
             idx = batches.next()
@@ -118,7 +121,7 @@ def main() -> None:
         G = grid["alpha"].size
         B = task.X_train.shape[0] if batch_size is None else min(batch_size, task.X_train.shape[0])
         flops = 3 * 2 * macs * B * G * args.steps
-        batched, looped = [], []
+        batched, looped, looped_fused = [], [], []
         warm = dict(steps=2, dense=0, per_decade=1, device=device, progress=False)
         nets.train.__wrapped__(task, model, penalty, alpha=grid["alpha"], beta=grid["beta"], batch_size=batch_size, **warm)
         loop(task, model, penalty, {k: v[:1] for k, v in grid.items()}, batch_size, 2, device)
@@ -141,12 +144,18 @@ def main() -> None:
         for _ in range(args.repeats):
             batched.append(timed(batched_run, device))
             looped.append(timed(lambda: loop(task, model, penalty, grid, batch_size, args.steps, device), device))
+            if device.type == "cpu":  # the loop with the fused Adam that the batched run uses there
+                looped_fused.append(timed(lambda: loop(task, model, penalty, grid, batch_size, args.steps, device,
+                                                       fused=True), device))
         tb, tl = statistics.median(batched), statistics.median(looped)
         row = {"case": title, "G": int(G), "steps": args.steps, "batched_s": tb, "loop_s": tl,
                "batched_config_steps_per_s": G * args.steps / tb, "loop_config_steps_per_s": G * args.steps / tl,
                "ratio": tl / tb, "ratio_range": [min(l / b for l, b in zip(looped, batched)),
                                                  max(l / b for l, b in zip(looped, batched))],
                "batched_gflops": flops / tb / 1e9, "loop_gflops": flops / tl / 1e9, "matmul_gflops": peak / 1e9}
+        if looped_fused:
+            row["loop_fused_config_steps_per_s"] = G * args.steps / statistics.median(looped_fused)
+            row["loop_fused_ratio"] = statistics.median(looped_fused) / tb
         if eager:
             row["eager_config_steps_per_s"] = G * args.steps / statistics.median(eager)
             row["eager_ratio"] = tl / statistics.median(eager)
@@ -154,6 +163,9 @@ def main() -> None:
         print(f"| {title} | {G} | {row['batched_config_steps_per_s']:.0f} | {row['loop_config_steps_per_s']:.0f} | "
               f"{row['ratio']:.2f}x ({row['ratio_range'][0]:.2f}–{row['ratio_range'][1]:.2f}) | "
               f"{row['batched_gflops']:.2f} ({100 * flops / tb / peak:.0f} %) | {row['loop_gflops']:.2f} |")
+        if looped_fused:
+            print(f"| · against the loop with torch.optim.Adam(fused=True) | {G} | | "
+                  f"{row['loop_fused_config_steps_per_s']:.0f} | {row['loop_fused_ratio']:.2f}x | | |")
         if eager:
             print(f"| · the same, batched without CUDA graphs | {G} | {row['eager_config_steps_per_s']:.0f} | | "
                   f"{row['eager_ratio']:.2f}x | | |")

@@ -92,6 +92,47 @@ def test_student_mlp_batched_equals_torch_adam(teacher, penalty):
     assert_batched_equals_single(teacher, nets.TwoLayerMLP(8, 20, 2, seed=0), penalty, steps=200, batch_size=16)
 
 
+@pytest.mark.parametrize("penalty", nets.CLOSED_FORM)
+def test_student_mlp_in_chunks_equals_torch_adam(teacher, monkeypatch, penalty):
+    """On the CPU the closed-form updates run a chunk of configurations at a time: here one."""
+    monkeypatch.setattr(nets, "CPU_CHUNK", 1)
+    assert_batched_equals_single(teacher, nets.TwoLayerMLP(8, 20, 2, seed=0), penalty, steps=200, batch_size=16)
+
+
+def test_student_mlp_classification_batched_equals_torch_adam(addition):
+    assert_batched_equals_single(addition, nets.TwoLayerMLP(14, 16, 7, seed=0), "l1", steps=200, batch_size=10)
+
+
+@pytest.mark.parametrize("kind", ["regression", "classification"])
+def test_student_mlp_loss_gradients_are_autograds(kind):
+    g = torch.Generator().manual_seed(4)
+    model = nets.TwoLayerMLP(6, 9, 3, seed=1)
+    params, _ = torch.func.stack_module_state([model] * 4)
+    params = {k: (p + 0.3 * torch.randn(p.shape, generator=g)).double() for k, p in params.items()}
+    x = torch.randn(11, 6, generator=g, dtype=torch.float64)
+    y = torch.randn(11, 3, generator=g, dtype=torch.float64) if kind == "regression" else torch.randint(3, (11,), generator=g)
+    leaves = {k: p.clone().requires_grad_() for k, p in params.items()}
+    expected = torch.autograd.grad(nets.loss(kind, model.logits(leaves, x), y).sum(), list(leaves.values()))
+    got = nets.TwoLayerMLP.loss_gradients(params, x, y, kind)
+    for (k, p), e in zip(params.items(), expected):
+        torch.testing.assert_close(got[k], e, rtol=1e-12, atol=1e-14)
+        assert e.abs().max() > 1e-3  # the hidden layer is partly active: the ReLU's mask matters
+
+
+@pytest.mark.parametrize("penalty", nets.CLOSED_FORM)
+def test_penalty_gradients_are_autograds(penalty):
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(3, 4, 5, generator=g, dtype=torch.float64)
+    w[1] = 0.0  # a zero matrix: the l1 and l2 subgradients are 0 there, as autograd's
+    w[2, 0, :2] = 0.0
+    beta = torch.tensor([0.5, 2.0, 1e-3], dtype=torch.float64)
+    leaf = w.clone().requires_grad_()
+    expected, = torch.autograd.grad((beta * nets.penalty(penalty, {"w": leaf}, stacked=True)).sum(), leaf)
+    start = torch.randn(w.shape, generator=g, dtype=torch.float64)
+    got = nets.penalty_gradient_(penalty, w, start.clone(), beta)
+    torch.testing.assert_close(got, start + expected, rtol=1e-12, atol=1e-15)
+
+
 @pytest.mark.parametrize("penalty", ["l1", "l2", "l2_squared", "nuclear"])
 def test_matrix_product_mlp_batched_equals_torch_adam(addition, penalty):
     assert_batched_equals_single(addition, nets.MatrixProductMLP(7, 16, seed=0), penalty, steps=200, batch_size=10)
