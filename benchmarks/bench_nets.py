@@ -20,7 +20,7 @@ CUDA graphs (the default there) and launched one by one. On the CPU the loop is 
 ``torch.optim.Adam(fused=True)``, the Adam implementation the batched run uses there, to show
 what batching gains beyond it. ``--json PATH`` writes the numbers.
 
-    python benchmarks/bench_nets.py [--device cpu] [--steps 200] [--repeats 3] [--json out.json]
+    python benchmarks/bench_nets.py [--device cpu] [--steps 200] [--repeats 3] [--case all] [--json out.json]
 """
 from __future__ import annotations
 
@@ -104,6 +104,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--case", choices=("all", "teacher-student", "modular-addition"), default="all")
     args = parser.parse_args()
     device = gk.kernels.resolve_device(args.device)
     if device.type == "cpu":
@@ -118,6 +119,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     rows = []
     for title, task, model, penalty, grid, batch_size, macs in cases():
+        if args.case != "all" and not title.replace(" ", "-").startswith(args.case):
+            continue
         G = grid["alpha"].size
         B = task.X_train.shape[0] if batch_size is None else min(batch_size, task.X_train.shape[0])
         flops = 3 * 2 * macs * B * G * args.steps

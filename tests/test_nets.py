@@ -110,7 +110,10 @@ def test_student_mlp_loss_gradients_are_autograds(kind):
     params, _ = torch.func.stack_module_state([model] * 4)
     params = {k: (p + 0.3 * torch.randn(p.shape, generator=g)).double() for k, p in params.items()}
     x = torch.randn(11, 6, generator=g, dtype=torch.float64)
-    y = torch.randn(11, 3, generator=g, dtype=torch.float64) if kind == "regression" else torch.randint(3, (11,), generator=g)
+    if kind == "regression":
+        y = torch.randn(11, 3, generator=g, dtype=torch.float64)
+    else:
+        y = torch.randint(3, (11,), generator=g)
     leaves = {k: p.clone().requires_grad_() for k, p in params.items()}
     expected = torch.autograd.grad(nets.loss(kind, model.logits(leaves, x), y).sum(), list(leaves.values()))
     got = nets.TwoLayerMLP.loss_gradients(params, x, y, kind)

@@ -14,9 +14,9 @@ losses (the configurations share no parameter, so each receives its own gradient
 MLP's gradients have a closed form for the l1 and l2 penalties
 (:meth:`TwoLayerMLP.loss_gradients`, :func:`penalty_gradient_`), which saves autograd's passes
 over its large hidden layers. :func:`adam_step` is ``torch.optim.Adam``'s update with one
-learning rate per configuration. Every configuration starts from the same initialisation (the model passed in, built
-from a seed) and sees the same mini-batches in the same order, as in the authors' code (seed 42
-for the data loader), so configurations differ only by (α, β).
+learning rate per configuration. Every configuration starts from the same initialisation (the
+model passed in, built from a seed) and sees the same mini-batches in the same order, as in the
+authors' code (seed 42 for the data loader), so configurations differ only by (α, β).
 
 The loop is the one every kernel family shares (:func:`grokkit.kernels.run.run`): the logging
 schedule, recorded curves, divergence (a configuration with a non-finite parameter or loss is
@@ -99,7 +99,17 @@ class TwoLayerMLP(nn.Module):
     @staticmethod
     def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The outputs (N, c), or (G, N, c) for parameters stacked along a leading axis G."""
-        return torch.relu(x.flatten(1) @ params["A.weight"].mT) @ params["B.weight"].mT
+        A, B = params["A.weight"], params["B.weight"]
+        if A.dim() == 2:
+            return torch.relu(x.flatten(1) @ A.T) @ B.T
+        return torch.bmm(B, TwoLayerMLP._hidden(A, x.flatten(1))).mT
+
+    @staticmethod
+    def _hidden(A: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        r"""The hidden layers :math:`\mathrm{ReLU}(AX^\top)` (G, h, N) of stacked ``A`` (G, h, d), as one
+        matrix product (G h × d)(d × N)."""
+        G, h, d = A.shape
+        return torch.mm(A.reshape(G * h, d), x.T).view(G, h, -1).relu_()
 
     @staticmethod
     @torch.no_grad()
@@ -117,7 +127,7 @@ class TwoLayerMLP(nn.Module):
         A, B = params["A.weight"], params["B.weight"]
         G, h, d = A.shape
         x = x.flatten(1)
-        H = torch.mm(A.reshape(G * h, d), x.T).view(G, h, -1).relu_()  # (G, h, N)
+        H = TwoLayerMLP._hidden(A, x)
         delta = loss_gradient(kind, torch.bmm(B, H).mT, y).mT  # (G, c, N)
         dH = torch.bmm(B.mT, delta)
         torch.ops.aten.threshold_backward.grad_input(dH, H, 0.0, grad_input=dH)  # ReLU's derivative, in place
@@ -279,7 +289,7 @@ def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor], m: list[tor
     updates, this one included (the bias corrections :math:`1-\beta_1^t`, :math:`1-\beta_2^t`).
     On the CPU each configuration's tensors take one pass of PyTorch's fused Adam kernel (the
     one behind ``torch.optim.Adam(fused=True)``, called directly: its Python wrapper costs 75 µs
-    a call, the kernel on a teacher–student student about 60 µs), where the plain update makes
+    a call, the kernel on a teacher–student student about 65 µs), where the plain update makes
     eight; elsewhere :func:`_adam`."""
     b1, b2 = ADAM_BETAS
     if params[0].device.type != "cpu":
@@ -412,9 +422,10 @@ def _update_cpu(setup: Setup, params, m, v, lr, beta, idx, t: int) -> None:
     CPU. With closed-form gradients (:attr:`Setup.closed_form`), a chunk of configurations
     (:data:`CPU_CHUNK` parameters) at a time, so that the chunk's gradients and Adam's pass over
     them stay in the cache: the configurations are independent, so the numbers are those of one
-    update of all, and 18 teacher–student students (3.6 MB a tensor) ran 1.6–1.9x faster in chunks of
-    two than all at once. Through autograd, whose cost per call is larger, all at once (chunks
-    made the modular-addition MLP 12 % slower)."""
+    update of all. 18 teacher–student students (3.6 MB a tensor) ran 1191 config-steps/s in
+    chunks of two, 980 all at once (``benchmarks/bench_nets.py``, the benchmarks page). Through
+    autograd, whose cost per call is larger, all at once: chunks made the modular-addition MLP
+    12 % slower."""
     size = max(1, CPU_CHUNK // sum(p[0].numel() for p in params)) if setup.closed_form else len(lr)
     for a in range(0, len(lr), size):
         rows = slice(a, a + size)
