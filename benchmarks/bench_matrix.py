@@ -136,7 +136,7 @@ def cuda_main(args) -> None:
     """The batched PyTorch steps on the GPU, the CPU implementations side by side (module docstring)."""
     device = gk.kernels.resolve_device(args.device)
     cpu = torch.device("cpu")
-    problem = gk.data.make_matrix_problem(10, 10, 2, 80, seed=0)
+    problem = gk.data.matrix.problem(10, 10, 2, 80, seed=0)
     grid = gk.kernels.grid(alpha=ALPHA, beta_star=BETA_STAR)
     G = grid["alpha"].size
     subset = np.linspace(0, G - 1, args.numpy_configs).round().astype(int)
@@ -217,7 +217,7 @@ def main() -> None:
 
     if fused.library("matrix") is None:  # also compiles the fused steps once, outside the timings
         raise SystemExit("the fused CPU steps are not available here (GROKKIT_FUSED=0, no cc, or no AVX2/FMA)")
-    problem = gk.data.make_matrix_problem(10, 10, 2, 80, seed=0)
+    problem = gk.data.matrix.problem(10, 10, 2, 80, seed=0)
     grid = gk.kernels.grid(alpha=ALPHA, beta_star=BETA_STAR)
     G = grid["alpha"].size
     subset = np.linspace(0, G - 1, args.numpy_configs).round().astype(int)

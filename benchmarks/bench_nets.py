@@ -39,9 +39,9 @@ from grokkit.kernels import nets
 
 def cases():
     """(name, task, model, penalty, grid, batch_size, forward multiply-adds per example)."""
-    ts = gk.data.teacher_student(d=100, width=500, c=2, n_train=100, n_test=1000, seed=0)
+    ts = gk.data.nets.teacher_student(d=100, width=500, c=2, n_train=100, n_test=1000, seed=0)
     ts_grid = gk.kernels.grid(alpha=[1e-4, 5.5e-4, 1e-3, 5.5e-3, 1e-2, 5.5e-2], beta=[1e-5, 1e-4, 1e-3])
-    mod = gk.data.modular_addition(97, 0.4, seed=0)
+    mod = gk.data.nets.modular_addition(97, 0.4, seed=0)
     mod_grid = gk.kernels.grid(alpha=[1e-3, 1e-2, 1e-1], beta=[1e-7, 5e-7, 1e-6, 5e-6, 1e-5, 5e-5])
     p, d, k = 97, 64, 8
     return [

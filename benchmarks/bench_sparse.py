@@ -54,7 +54,7 @@ def numpy_loop(X, y, alpha, beta1, b0, steps):
 
 def cuda_main(args, device: torch.device) -> None:
     """The batched PyTorch steps on the GPU next to the CPU implementations (module docstring)."""
-    problem = gk.data.make_problem(100, 5, 30, variance="1/N", seed=1)
+    problem = gk.data.sparse.problem(100, 5, 30, variance="1/N", seed=1)
     grid = gk.kernels.grid(alpha=ALPHA, beta1=BETA1)
     G = grid["alpha"].size
     b0 = np.full(problem.n, 1e-6)
@@ -124,7 +124,7 @@ def main() -> None:
         return
 
     fused.library()  # compile the fused steps once, outside the timings
-    problem = gk.data.make_problem(100, 5, 30, variance="1/N", seed=1)
+    problem = gk.data.sparse.problem(100, 5, 30, variance="1/N", seed=1)
     grid = gk.kernels.grid(alpha=ALPHA, beta1=BETA1)
     G = grid["alpha"].size
     b0 = np.full(problem.n, 1e-6)

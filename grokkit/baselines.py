@@ -99,8 +99,8 @@ def sparse_recovery_sweep(n: int, s_grid, N_grid, tau_grid, trials: int, *, eps:
     r"""Recovery of a sparse :math:`b^*` by basis pursuit (P1) over a grid of sparsities s, numbers
     of measurements N and coherence parameters τ (paper §C.4–C.5, Figures 6 and 7).
 
-    For each trial, one :math:`b^* \in \mathbb R^n` per s (:func:`grokkit.data.sparse_signal`) and
-    one measurement matrix per (τ, N) (:func:`grokkit.data.measurement_matrix` with
+    For each trial, one :math:`b^* \in \mathbb R^n` per s (:func:`grokkit.data.sparse.sparse_signal`) and
+    one measurement matrix per (τ, N) (:func:`grokkit.data.sparse.measurement_matrix` with
     :math:`\Phi = I_n`, ``variance`` ``"1/N"`` as the authors' code or ``"1/n"`` as the paper,
     :math:`\lfloor\tau N\rfloor` rows canonical vectors) are drawn, seeded from ``seed``, the trial
     and the values of s, or of τ and N: the same :math:`b^*` across τ and N, the same X across s
@@ -121,7 +121,7 @@ def sparse_recovery_sweep(n: int, s_grid, N_grid, tau_grid, trials: int, *, eps:
             raise ValueError(f"{name} must be a non-empty increasing list, got {show(list(grid))}")
     trials = check_int("trials", trials, 1)
     eps = None if eps is None else check_range("eps", eps, 0.0, closed="left")
-    data._variance(variance, n, 1)
+    data.sparse._variance(variance, n, 1)
     threshold = check_range("threshold", threshold, 0.0, closed="neither")
     seed = check_seed("seed", seed)
 
@@ -135,10 +135,10 @@ def sparse_recovery_sweep(n: int, s_grid, N_grid, tau_grid, trials: int, *, eps:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         for k in range(trials):
-            stars = [data.sparse_signal(n, s, draw_seed(0, k, s)) for s in s_grid]
+            stars = [data.sparse.sparse_signal(n, s, draw_seed(0, k, s)) for s in s_grid]
             for i, tau in enumerate(tau_grid):
                 for j, N in enumerate(N_grid):
-                    X = data.measurement_matrix(N, phi, tau, variance, draw_seed(1, k, N, round(tau * 10**6)))
+                    X = data.sparse.measurement_matrix(N, phi, tau, variance, draw_seed(1, k, N, round(tau * 10**6)))
                     for m, b_star in enumerate(stars):
                         sol = basis_pursuit.__wrapped__(X, X @ b_star, eps, solver)
                         inaccurate += sol.status != cp.OPTIMAL
@@ -261,7 +261,7 @@ class MatrixSolution:
 
 def _measure(operator, shape, A: cp.Variable):
     """𝒳(A) as a cvxpy expression: ``A[mask]`` (row-major order) or ``X @ vec(A)`` (column-major)."""
-    from grokkit.theory import measurement_matrix
+    from grokkit.theory.matrix import measurement_matrix
 
     op = np.asarray(operator)
     if op.dtype == bool:
@@ -272,7 +272,7 @@ def _measure(operator, shape, A: cp.Variable):
 
 
 def _matrix_problem(operator, y, shape, solver, tol):
-    from grokkit.theory import _shape
+    from grokkit.theory.matrix import _shape
 
     n1, n2 = _shape(shape)
     tol = None if tol is None else check_range("tol", tol, 0.0, 1.0, closed="neither")
@@ -342,7 +342,7 @@ class CompletionSweep:
     :math:`\|\hat A - A^*\|_F/\|A^*\|_F` below ``threshold``; ``error`` (K, trials) that error where
     (P5) was solved, NaN where the outcome was inferred from a solved neighbour (``search="bisect"``);
     ``observed`` (K, trials) the number of observed entries; ``mu0`` (trials,) the coherence
-    :math:`\mu_0` of each :math:`A^*` (:func:`grokkit.data.coherence_parameters`); ``solves`` the number
+    :math:`\mu_0` of each :math:`A^*` (:func:`grokkit.data.matrix.coherence_parameters`); ``solves`` the number
     of (P5) solved; the ``solver`` and its tolerance ``tol``."""
 
     N: np.ndarray
@@ -371,9 +371,9 @@ def _sweep_mask(A_star, N, sampling, tau, seed):
     from grokkit import data
 
     if sampling in ("uniform", "tau"):
-        return data.completion_mask(A_star, N, tau if sampling == "tau" else 0.0, seed)
+        return data.matrix.completion_mask(A_star, N, tau if sampling == "tau" else 0.0, seed)
     kind = "uniform" if sampling == "bernoulli" else "local_coherence"
-    return data.bernoulli_mask(data.sampling_probabilities(A_star, N, kind), seed)
+    return data.matrix.bernoulli_mask(data.matrix.sampling_probabilities(A_star, N, kind), seed)
 
 
 @cached
@@ -385,19 +385,19 @@ def completion_success(n1: int, n2: int, r: int, N_grid, trials: int, *, generat
     the numerical check of Theorems D.1 (Candès and Recht 2012, Thm 1.1), D.2 (their Thm 1.3) and
     D.3 (Chen et al. 2014), App. D.4-D.5.
 
-    For each of ``trials`` matrices :math:`A^*` (:func:`grokkit.data.low_rank_matrix` with
+    For each of ``trials`` matrices :math:`A^*` (:func:`grokkit.data.matrix.low_rank_matrix` with
     ``generator`` and ``decay``, singular values 1) and each N of the increasing ``N_grid``, the
     observed entries are drawn with ``sampling``, (P5) is solved noiselessly
     (:math:`\mathcal X(A) = y^*`, :func:`nuclear_norm_min` with ``solver`` and ``tol``) and the
     recovery succeeds when the relative error is below ``threshold``. ``sampling``:
 
     * ``"uniform"``: N distinct entries uniformly at random (Theorems D.1, D.2;
-      :func:`grokkit.data.completion_mask` with τ = 0);
+      :func:`grokkit.data.matrix.completion_mask` with τ = 0);
     * ``"tau"``: the paper's data selection with ``tau``: the :math:`\lfloor\tau N\rfloor` entries of
-      largest :math:`\mu_i + \nu_j`, then uniformly among the others (:func:`grokkit.data.completion_mask`);
+      largest :math:`\mu_i + \nu_j`, then uniformly among the others (:func:`grokkit.data.matrix.completion_mask`);
     * ``"bernoulli"``: each entry independently with probability :math:`N/(n_1n_2)`;
     * ``"local_coherence"``: each entry independently with :math:`p_{ij} = \min\{1, c(\mu_i+\nu_j)\}`,
-      N observations expected (Theorem D.3; :func:`grokkit.data.sampling_probabilities`).
+      N observations expected (Theorem D.3; :func:`grokkit.data.matrix.sampling_probabilities`).
 
     Within a trial the masks are nested (one seed: a prefix of one permutation, or one uniform
     draw against increasing :math:`p_{ij}`; the τ rule only for τ ∈ {0, 1}), and if :math:`A^*` is
@@ -408,12 +408,12 @@ def completion_success(n1: int, n2: int, r: int, N_grid, trials: int, *, generat
     from grokkit import data
     from grokkit.kernels.run import Progress
 
-    n1, n2, r = data._check_shape(n1, n2, r)
+    n1, n2, r = data.matrix._check_shape(n1, n2, r)
     grid = [check_int("N_grid", N, 1, n1 * n2, high_name="n1*n2") for N in np.atleast_1d(N_grid)]
     if not grid or any(b <= a for a, b in zip(grid, grid[1:])):
         raise ValueError(f"N_grid must be a non-empty increasing list of integers, got {show(list(grid))}")
     trials = check_int("trials", trials, 1)
-    check_option("generator", generator, data.GENERATORS)
+    check_option("generator", generator, data.matrix.GENERATORS)
     check_option("sampling", sampling, COMPLETION_SAMPLINGS)
     check_option("search", search, SEARCHES)
     if (sampling == "tau") != (tau is not None):
@@ -426,10 +426,10 @@ def completion_success(n1: int, n2: int, r: int, N_grid, trials: int, *, generat
         check_range("tol", tol, 0.0, 1.0, closed="neither")
     rs = np.random.RandomState(check_seed("seed", seed))
     matrix_seeds, mask_seeds = rs.randint(0, 2**31 - 1, size=(2, trials))
-    stars = [data.low_rank_matrix(n1, n2, r, generator=generator, decay=decay, seed=int(s)) for s in matrix_seeds]
+    stars = [data.matrix.low_rank_matrix(n1, n2, r, generator=generator, decay=decay, seed=int(s)) for s in matrix_seeds]
     if sampling == "local_coherence":  # every N must be reachable, before any solve
         for A_star in stars:
-            data.sampling_probabilities(A_star, grid[-1], "local_coherence")
+            data.matrix.sampling_probabilities(A_star, grid[-1], "local_coherence")
     K = len(grid)
     error, observed = np.full((K, trials), np.nan), np.zeros((K, trials), dtype=int)
     success = np.zeros((K, trials), dtype=bool)
@@ -458,7 +458,7 @@ def completion_success(n1: int, n2: int, r: int, N_grid, trials: int, *, generat
         for k in np.flatnonzero(np.isnan(error[:, t])):  # the counts of the masks not solved
             observed[k, t] = np.count_nonzero(_sweep_mask(stars[t], grid[k], sampling, tau, int(mask_seeds[t])))
     bar.close()
-    mu0 = np.array([data.coherence_parameters(A_star, r)[0] for A_star in stars])
+    mu0 = np.array([data.matrix.coherence_parameters(A_star, r)[0] for A_star in stars])
     return CompletionSweep(N=np.array(grid), success=success, error=error, observed=observed, mu0=mu0,
                            threshold=threshold, solves=int(np.count_nonzero(~np.isnan(error))),
                            solver=solver, tol=tol)
@@ -472,7 +472,7 @@ CLARABEL_TIGHT = dict(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, max_
 @cached
 def implicit_bias_cvxpy(X: np.ndarray, y: np.ndarray, init_scale: float, solver: str = "CLARABEL") -> Solution:
     r""":math:`\operatorname{argmin}_{X\beta = y}Q_\alpha(\beta)` for the depth-2 diagonal network (Woodworth et
-    al. Theorem 1, :func:`grokkit.theory.implicit_bias` with ``depth=2``), α = ``init_scale``, as the
+    al. Theorem 1, :func:`grokkit.theory.background.implicit_bias` with ``depth=2``), α = ``init_scale``, as the
     exponential-cone program of spec §1.3:
 
     .. math:: Q_\alpha(\beta) = \min_{p, m \ge 0,\ p - m = \beta}\ \sum_i p_i\log\frac{p_i}{\alpha^2} - p_i

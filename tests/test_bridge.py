@@ -56,7 +56,7 @@ def test_the_weight_decay_end_point_is_the_lasso_at_half_the_weight_decay() -> N
     ½‖Xβ − y‖² + (β₂/2)‖β‖₁, the Lasso with beta1 = β₂/2. Gradient descent from w± = ζ1 gets there."""
     b_star = np.zeros(20)
     b_star[[2, 9, 15]] = 1 / np.sqrt(3)
-    problem = data.signal_problem(b_star, 10, variance=1.0, seed=3)
+    problem = data.sparse.signal_problem(b_star, 10, variance=1.0, seed=3)
     X, y = problem.X, problem.y
     zeta, beta2, steps = 0.5, np.array([1.0, 1.5]), 8000
     alpha = 0.9 / (4 * zeta**2 * problem.lambda_max)  # 0.9 of the stability limit at the start
@@ -96,7 +96,7 @@ def test_runs_meet_at_equal_effective_scale() -> None:
     β itself moves far between those scales."""
     b_star = np.zeros(20)
     b_star[[2, 9, 15]] = 1 / np.sqrt(3)
-    problem = data.signal_problem(b_star, 10, variance="1/N", seed=3)
+    problem = data.sparse.signal_problem(b_star, 10, variance="1/N", seed=3)
     zeta, beta2 = np.array([2.0, 1.0]), 0.2
     alpha = 0.5 / (4 * zeta**2 * problem.lambda_max)
     run = kernels.diagonal_net(problem.X, problem.y, alpha=alpha, steps=6000, init_scale=zeta, beta2=beta2,

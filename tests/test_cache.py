@@ -38,7 +38,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def problem():
-    return gk.data.make_problem(40, 3, 15, variance="1/N", seed=2)
+    return gk.data.sparse.problem(40, 3, 15, variance="1/N", seed=2)
 
 
 def test_off_without_the_environment_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from grokkit import _checks, data, metrics, theory
 run_mod = importlib.import_module("grokkit.kernels.run")
 sparse_mod = importlib.import_module("grokkit.kernels.sparse")
 
-PROB = data.make_problem(40, 3, 15, variance="1/N", seed=0)
+PROB = data.sparse.problem(40, 3, 15, variance="1/N", seed=0)
 ALPHA = 0.5 / PROB.lambda_max
 STEPS = np.array([0, 1, 2, 5, 10, 20, 50, 100, 200])
 CURVES = np.arange(18, dtype=float).reshape(2, 9)
@@ -44,22 +44,22 @@ def traj():
 
 # (row of the issue, call, message); every call must raise ValueError before any compute
 TABLE = [
-    ("N as a string", lambda: data.make_problem(N="30"), r"N must be an integer in \[1, inf\), got '30'$"),
+    ("N as a string", lambda: data.sparse.problem(N="30"), r"N must be an integer in \[1, inf\), got '30'$"),
     ("dense below 0", lambda: ista(dense=-1), r"dense must be an integer in \[0, inf\), got -1$"),
     ("steps as a string", lambda: ista(steps="10"),
      r"steps must be an integer in \[1, 1000000000000000\], got '10'$"),
-    ("seed as a list", lambda: data.make_problem(seed=[1, 2]),
+    ("seed as a list", lambda: data.sparse.problem(seed=[1, 2]),
      r"seed must be an integer in \[0, 2\*\*32 - 1\] \(a seed\), got \[1, 2\]$"),
-    ("seed True", lambda: data.make_problem(seed=True), r"seed must be an integer in .*, got True$"),
-    ("seed -1", lambda: data.make_problem(seed=-1), r"seed must be an integer in .*, got -1$"),
-    ("seed 2**40", lambda: data.make_problem(seed=2**40), r"seed must be an integer in .*, got 1099511627776$"),
-    ("seed 1.5", lambda: data.make_problem(seed=1.5), r"seed must be an integer in .*, got 1\.5$"),
+    ("seed True", lambda: data.sparse.problem(seed=True), r"seed must be an integer in .*, got True$"),
+    ("seed -1", lambda: data.sparse.problem(seed=-1), r"seed must be an integer in .*, got -1$"),
+    ("seed 2**40", lambda: data.sparse.problem(seed=2**40), r"seed must be an integer in .*, got 1099511627776$"),
+    ("seed 1.5", lambda: data.sparse.problem(seed=1.5), r"seed must be an integer in .*, got 1\.5$"),
     ("kernel seed -1", lambda: ista(seed=-1), r"seed must be an integer in \[0, 2\*\*32 - 1\] .*, got -1$"),
-    ("lower-level seed", lambda: data.noise(10, 2.0, 1.0, seed=np.float64(1.0)),
+    ("lower-level seed", lambda: data.sparse.noise(10, 2.0, 1.0, seed=np.float64(1.0)),
      r"seed must be an integer in .*, got 1\.0$"),
     ("X with NaN", lambda: ista(X=with_nan(PROB.X, (2, 3))),
      r"X must be finite, got nan at index \(2, 3\) \(1 non-finite entry\)$"),
-    ("X with NaN, theory", lambda: theory.eigenvalues(with_nan(PROB.X, (0, 0))), r"X must be finite, got nan"),
+    ("X with NaN, theory", lambda: theory.sparse.eigenvalues(with_nan(PROB.X, (0, 0))), r"X must be finite, got nan"),
     ("y with NaN", lambda: ista(y=with_nan(PROB.y, 4)), r"y must be finite, got nan at index 4"),
     ("y with inf", lambda: ista(y=np.where(np.arange(PROB.N) == 1, np.inf, PROB.y)),
      r"y must be finite, got inf at index 1"),
@@ -77,7 +77,7 @@ TABLE = [
     ("'cuda:0'", lambda: ista(device="cuda:0"), CUDA + r", got 'cuda:0'$"),
     ("torch.device('cuda:1')", lambda: gk.kernels.resolve_device(torch.device("cuda:1")),
      CUDA + r", got torch.device\('cuda:1'\)$"),
-    ("SparseProblem.tensors on CUDA", lambda: PROB.tensors(torch.device("cuda")),
+    ("data.sparse.Problem.tensors on CUDA", lambda: PROB.tensors(torch.device("cuda")),
      CUDA + r", got torch.device\('cuda'\)$"),
     ("device 'gpu'", lambda: ista(device="gpu"),
      r"device must be one of 'auto', 'cpu', 'cuda', 'cuda:K' or a torch.device, got 'gpu'$"),
@@ -97,15 +97,15 @@ TABLE = [
      r"at must be at most the last recorded step 200, got 250$"),
     ("steps and curve disagree", lambda: metrics.value_at(STEPS[:-1], CURVES, [5, 5]),
      r"steps and curve must have shapes \(T,\) and \(G, T\)"),
-    ("generalization_delay beta1 -1", lambda: theory.generalization_delay(PROB.b_hat, 0.1, beta1=-1),
+    ("generalization_delay beta1 -1", lambda: theory.sparse.generalization_delay(PROB.b_hat, 0.1, beta1=-1),
      r"beta1 must be in \[0\.0, inf\), got -1$"),
-    ("generalization_delay alpha 0", lambda: theory.generalization_delay(PROB.b_hat, [0.1, 0], 1e-3),
+    ("generalization_delay alpha 0", lambda: theory.sparse.generalization_delay(PROB.b_hat, [0.1, 0], 1e-3),
      r"alpha must be in \(0\.0, inf\), got 0$"),
-    ("memorization_radius beta1 -1", lambda: theory.memorization_radius(10, 0.1, -1.0, 0.5),
+    ("memorization_radius beta1 -1", lambda: theory.sparse.memorization_radius(10, 0.1, -1.0, 0.5),
      r"beta1 must be in \[0\.0, inf\), got -1\.0$"),
     ("log_schedule(10**20)", lambda: gk.kernels.log_schedule(10**20),
      r"steps must be an integer in \[1, 1000000000000000\], got 100000000000000000000$"),
-    ("s = 0", lambda: data.make_problem(100, 0, 30), r"s must be an integer in \[1, n\] = \[1, 100\], got 0$"),
+    ("s = 0", lambda: data.sparse.problem(100, 0, 30), r"s must be an integer in \[1, n\] = \[1, 100\], got 0$"),
     ("alpha = 0.0", lambda: ista(alpha=0.0), r"alpha must be in \(0\.0, inf\), got 0\.0$"),
     ("alpha = 0", lambda: ista(alpha=0), r"alpha must be in \(0\.0, inf\), got 0$"),
     ("alpha = np.float64(0)", lambda: ista(alpha=np.float64(0)), r"alpha must be in \(0\.0, inf\), got 0\.0$"),
@@ -120,7 +120,7 @@ def no_compute(monkeypatch):
     def computed(*args, **kwargs):
         raise AssertionError("computed before validating the arguments")
 
-    for module, name in ((data, "dictionary"), (data, "sparse_signal"), (data, "measurement_matrix"),
+    for module, name in ((data.sparse, "dictionary"), (data.sparse, "sparse_signal"), (data.sparse, "measurement_matrix"),
                          (sparse_mod, "lambda_max"), (sparse_mod, "check_step_size"), (sparse_mod, "run")):
         monkeypatch.setattr(module, name, computed)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -161,7 +161,7 @@ def test_overflow_is_reported_as_divergence_by_index():
 def test_nan_curves_by_design_are_not_divergence():
     """No b_star: test_error is NaN. An exact fit (rows of X are canonical vectors): the gradient
     ratio divides by ||G|| = 0. Neither is a divergence."""
-    p = data.make_problem(40, 3, 15, tau=1.0, seed=0)
+    p = data.sparse.problem(40, 3, 15, tau=1.0, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         no_b_star = ista(steps=50, b_star=None)
@@ -203,13 +203,13 @@ def test_log_schedule_up_to_the_largest_step_count():
 def test_generalization_delay_without_l1_is_infinite():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        np.testing.assert_array_equal(theory.generalization_delay(PROB.b_hat, 0.1, [0.0, 1.0])[0], np.inf)
+        np.testing.assert_array_equal(theory.sparse.generalization_delay(PROB.b_hat, 0.1, [0.0, 1.0])[0], np.inf)
 
 
 def test_seeds_accept_numpy_integers_and_the_full_range():
-    a = data.make_problem(20, 2, 8, seed=np.int64(3))
-    np.testing.assert_array_equal(a.X, data.make_problem(20, 2, 8, seed=3).X)
-    data.make_problem(20, 2, 8, seed=2**32 - 1)
+    a = data.sparse.problem(20, 2, 8, seed=np.int64(3))
+    np.testing.assert_array_equal(a.X, data.sparse.problem(20, 2, 8, seed=3).X)
+    data.sparse.problem(20, 2, 8, seed=2**32 - 1)
     ista(seed=np.uint32(2**32 - 1))
 
 

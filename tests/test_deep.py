@@ -14,7 +14,7 @@ N1, N2 = 6, 5
 
 
 def problem(kind: str, seed: int = 0):
-    return data.make_matrix_problem(N1, N2, 2, 20 if kind == "completion" else 24, kind=kind, seed=seed)
+    return data.matrix.problem(N1, N2, 2, 20 if kind == "completion" else 24, kind=kind, seed=seed)
 
 
 def operator_of(p):
@@ -282,11 +282,11 @@ def test_step_size_limit_is_two_over_the_largest_hessian_eigenvalue(depth: int) 
 
     H = torch.autograd.functional.hessian(loss, torch.as_tensor(np.concatenate([f.ravel() for f in factors])))
     largest = np.linalg.eigvalsh(H.numpy()).max()
-    np.testing.assert_allclose(theory.deep_step_size_limit(3.0, depth), 2.0 / largest, rtol=1e-12)
-    np.testing.assert_allclose(theory.deep_step_size_limit([3.0, 1.0], depth, lambda_max=2.0),
+    np.testing.assert_allclose(theory.matrix.deep_step_size_limit(3.0, depth), 2.0 / largest, rtol=1e-12)
+    np.testing.assert_allclose(theory.matrix.deep_step_size_limit([3.0, 1.0], depth, lambda_max=2.0),
                                [1.0 / largest, 1.0 / depth], rtol=1e-12)
     for kwargs, message in (({"depth": 0}, r"depth must be an integer in \[1, inf\), got 0"),
                             ({"sigma_max": -1.0}, r"sigma_max must be in \(0.0, inf\), got -1.0"),
                             ({"lambda_max": 0.0}, r"lambda_max must be in \(0.0, inf\), got 0.0")):
         with pytest.raises(ValueError, match=message):
-            theory.deep_step_size_limit(**{"sigma_max": 3.0, "depth": 2, **kwargs})
+            theory.matrix.deep_step_size_limit(**{"sigma_max": 3.0, "depth": 2, **kwargs})

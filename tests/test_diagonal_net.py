@@ -14,7 +14,7 @@ from grokkit.kernels import sparse
 
 @pytest.fixture(scope="module")
 def regression():
-    return data.make_problem(20, 3, 12, variance="1/N", seed=1)
+    return data.sparse.problem(20, 3, 12, variance="1/N", seed=1)
 
 
 @pytest.fixture(scope="module")

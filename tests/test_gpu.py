@@ -139,7 +139,7 @@ def test_sparse_kernels(method: str) -> None:
     very grid: configurations 16 and 20 of ISTA), so it may stop at another record or not at all;
     the stop only fills the later records from the cycle, equal to a full run's up to rounding,
     so the curves are compared all the same."""
-    prob = data.make_problem(40, 3, 15, variance="1/N", seed=0)
+    prob = data.sparse.problem(40, 3, 15, variance="1/N", seed=0)
     cfg = gk.kernels.grid(alpha=np.array([0.3, 1.0, 1.6]) / (prob.lambda_max + 0.1), beta1=[0.0, 1e-3, 3e-2, 1.0],
                           beta2=[0.0, 0.1])
     ref, dev = both(gk.kernels.METHODS[method], prob.X, prob.y, b_star=prob.b_star, **cfg, steps=600, dense=100,
@@ -200,7 +200,7 @@ def assert_well_conditioned(ref, method, what):
 
 
 def shared_completion():
-    return data.make_matrix_problem(10, 10, 2, 80, seed=0)
+    return data.matrix.problem(10, 10, 2, 80, seed=0)
 
 
 # alpha x beta* x beta2: alpha beta* <= 5e-5, so in 300 steps no spurious singular value comes down
@@ -226,7 +226,7 @@ def test_matrix_completion_one_mask_per_configuration(method: str) -> None:
     """Three problems of 70 entries sampled with tau = 0, 0.5 (Appendix D.10; two draws of tau = 0),
     one per configuration: (G, n1, n2) masks and (G, N) y, 300 steps. (Not tau = 1: its mask
     observes five whole rows, and the projected iterate soon has a singular value of 1e-17.)"""
-    problems = [data.make_matrix_problem(10, 10, 2, 70, tau=tau, seed=seed) for tau, seed in TAUS]
+    problems = [data.matrix.problem(10, 10, 2, 70, tau=tau, seed=seed) for tau, seed in TAUS]
     masks, ys, stars = (np.stack([getattr(q, k) for q in problems]) for k in ("mask", "y", "A_star"))
     ref, dev = both(mk.METHODS[method], masks, ys, (10, 10), alpha=[0.1, 0.3, 0.5], beta_star=[1e-4, 1e-5, 1e-4],
                     steps=300, A_star=stars, init="identity", init_scale=0.3)
@@ -237,7 +237,7 @@ def test_matrix_completion_one_mask_per_configuration(method: str) -> None:
 @pytest.mark.parametrize("method", list(mk.METHODS))
 def test_matrix_sensing(method: str) -> None:
     """6 x 5, r = 2, N = 24 Gaussian measurements (a dense X, always the PyTorch steps), 300 steps."""
-    p = data.make_matrix_problem(6, 5, 2, 24, kind="sensing", seed=0)
+    p = data.matrix.problem(6, 5, 2, 24, kind="sensing", seed=0)
     ref, dev = both(mk.METHODS[method], p.X, p.y, (6, 5), alpha=np.array([0.2, 0.5, 0.9]) / p.lambda_max,
                     beta_star=[1e-3, 1e-2, 1e-3], beta2=[0.0, 0.05, 0.0], steps=300, A_star=p.A_star,
                     init="identity", init_scale=0.3)
@@ -252,7 +252,7 @@ def test_deep(depth: int, kind: str) -> None:
     (the factors stay well conditioned, h(A_k) unique) and from a random start at beta* = 0
     (tests/test_deep.py: random factors' smallest singular values reach 1e-7 under the nuclear
     term, where h(A_k) amplifies rounding)."""
-    p = data.make_matrix_problem(6, 5, 2, 20 if kind == "completion" else 24, kind=kind, seed=0)
+    p = data.matrix.problem(6, 5, 2, 20 if kind == "completion" else 24, kind=kind, seed=0)
     operator = p.mask if kind == "completion" else p.X
     scale = 1.0 / p.lambda_max  # lambda_max = 1 for completion
     common = dict(depth=depth, steps=300, A_star=p.A_star, dense=100, per_decade=20)
@@ -269,7 +269,7 @@ def test_deep_divergence() -> None:
     """alpha = 1 at depth 3 overflows (tests/test_deep.py): diverged on both devices (the SVDs of
     the overflowing factors, made finite by nan_to_num, must not raise on cuSOLVER either), and
     the other configuration runs on as on the CPU."""
-    p = data.make_matrix_problem(6, 5, 2, 20, seed=0)
+    p = data.matrix.problem(6, 5, 2, 20, seed=0)
     with pytest.warns(RuntimeWarning, match="diverged"):
         ref, dev = both(mk.deep, p.mask, p.y, (6, 5), depth=3, alpha=[1.0, 0.02], beta_star=1e-2, init_scale=1.0,
                         init="identity", steps=300, A_star=p.A_star, dense=100, per_decade=20)
@@ -332,7 +332,7 @@ def test_auto_resolves_to_the_gpu() -> None:
     p = shared_completion()
     traj = mk.subgradient(p.mask, p.y, (10, 10), alpha=0.1, beta_star=1e-4, steps=20, device="auto", progress=False)
     assert traj.device.startswith(expected), traj.device
-    prob = data.make_problem(40, 3, 15, variance="1/N", seed=0)
+    prob = data.sparse.problem(40, 3, 15, variance="1/N", seed=0)
     traj = gk.kernels.ista(prob.X, prob.y, alpha=0.5 / prob.lambda_max, beta1=1e-3, steps=20, device="auto",
                            progress=False)
     assert traj.device.startswith(expected), traj.device
@@ -343,11 +343,11 @@ def test_auto_resolves_to_the_gpu() -> None:
 # --- networks (grokkit.kernels.nets, float32) ---------------------------------------------------
 
 NET_CASES = {
-    "student": (lambda: data.teacher_student(d=8, width=20, c=2, n_train=40, n_test=60, seed=1),
+    "student": (lambda: data.nets.teacher_student(d=8, width=20, c=2, n_train=40, n_test=60, seed=1),
                 lambda: gk.kernels.nets.TwoLayerMLP(8, 20, 2, seed=0), 16),
-    "matrix_product": (lambda: data.modular_addition(7, 0.5, seed=2),
+    "matrix_product": (lambda: data.nets.modular_addition(7, 0.5, seed=2),
                        lambda: gk.kernels.nets.MatrixProductMLP(7, 16, seed=0), 10),
-    "lstm": (lambda: data.modular_addition(7, 0.5, encoding="sequence", seed=2),
+    "lstm": (lambda: data.nets.modular_addition(7, 0.5, encoding="sequence", seed=2),
              lambda: gk.kernels.nets.LSTMClassifier(9, 7, 6, 8, seed=0), None),
 }
 

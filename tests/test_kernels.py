@@ -19,7 +19,7 @@ METHODS = ("subgradient", "projected_subgradient", "ista")
 
 @pytest.fixture(scope="module")
 def prob():
-    return data.make_problem(40, 3, 15, variance="1/N", seed=0)
+    return data.sparse.problem(40, 3, 15, variance="1/N", seed=0)
 
 
 # --- plain numpy references ---------------------------------------------------------------
@@ -190,7 +190,7 @@ def test_fused_configurations_do_not_mix(method, prob):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_batch_of_problems_equals_each_problem(method):
-    probs = [data.make_problem(40, 3, 15, variance="1/N", seed=s) for s in range(3)]
+    probs = [data.sparse.problem(40, 3, 15, variance="1/N", seed=s) for s in range(3)]
     X = np.stack([p.X for p in probs])
     y = np.stack([p.y for p in probs])
     b_star = np.stack([p.b_star for p in probs])
@@ -210,17 +210,17 @@ def test_batch_of_problems_equals_each_problem(method):
 
 
 def test_subgradient_without_l1_converges_to_least_squares_full_rank():
-    p = data.make_problem(20, 3, 40, variance="1/N", seed=4)
+    p = data.sparse.problem(20, 3, 40, variance="1/N", seed=4)
     assert np.linalg.matrix_rank(p.X) == 20
     traj = solve("subgradient", p, 3000, alpha=1.0 / p.lambda_max, beta1=0.0, init_scale=1.0)
-    assert np.abs(traj.b_final[0] - data.least_squares(p.X, p.y)).max() <= 1e-8
+    assert np.abs(traj.b_final[0] - data.sparse.least_squares(p.X, p.y)).max() <= 1e-8
     assert traj.train_error[0, -1] < 1e-8  # noiseless: b_hat = b_star interpolates
     assert traj.test_error[0, -1] < 1e-7
 
 
 def test_subgradient_without_l1_converges_on_the_row_space(prob):
     traj = solve("subgradient", prob, 3000, alpha=1.0 / prob.lambda_max, beta1=0.0, init_scale=1.0)
-    P = theory.range_projector(prob.X)
+    P = theory.sparse.range_projector(prob.X)
     b = traj.b_final[0]
     assert np.abs(P @ (b - prob.b_hat)).max() <= 1e-8
     # the null-space component is never touched: it stays that of the initial point
@@ -501,7 +501,7 @@ def test_single_row_y_broadcasts_over_configurations(prob):
 
 
 def test_projected_needs_N_at_most_n(no_run):
-    p = data.make_problem(20, 3, 40, variance="1/N", seed=4)
+    p = data.sparse.problem(20, 3, 40, variance="1/N", seed=4)
     with pytest.raises(ValueError, match=r"projected_subgradient needs rank\(X\) = N <= n.*N = 40, n = 20"):
         gk.kernels.projected_subgradient(p.X, p.y, alpha=0.01, beta1=1e-3, steps=10, device="cpu")
 
@@ -537,10 +537,10 @@ def test_fused_can_be_switched_off(monkeypatch, prob):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_stacked_problems_follow_their_own_iterates(method):
-    """grokkit.data.stack_problems pads with zero rows: each configuration of the stack gives the
+    """grokkit.data.sparse.stack_problems pads with zero rows: each configuration of the stack gives the
     curves and the final iterate of its problem run alone (the N sweeps of Figures 8–10, 13–24)."""
-    problems = [data.make_problem(30, 3, N, variance="1/N", seed=1, x_seed=1 + i) for i, N in enumerate((8, 14, 20))]
-    X, y, b_star = data.stack_problems(problems)
+    problems = [data.sparse.problem(30, 3, N, variance="1/N", seed=1, x_seed=1 + i) for i, N in enumerate((8, 14, 20))]
+    X, y, b_star = data.sparse.stack_problems(problems)
     assert X.shape == (3, 20, 30) and not X[0, 8:].any() and not y[1, 14:].any()
     kw = dict(alpha=0.1, beta1=1e-3, steps=300, dense=20, per_decade=10, init="random", device="cpu")
     stacked = gk.kernels.solve(method, X, y, b_star=b_star, **kw)
@@ -551,27 +551,27 @@ def test_stacked_problems_follow_their_own_iterates(method):
 
 
 def test_make_problem_x_seed_draws_new_measurements_for_the_same_signal():
-    base = data.make_problem(30, 3, 10, seed=1)
-    other = data.make_problem(30, 3, 10, seed=1, x_seed=2)
+    base = data.sparse.problem(30, 3, 10, seed=1)
+    other = data.sparse.problem(30, 3, 10, seed=1, x_seed=2)
     np.testing.assert_array_equal(other.b_star, base.b_star)
-    np.testing.assert_array_equal(other.X, data.make_problem(30, 3, 10, seed=2).X)
-    np.testing.assert_array_equal(data.make_problem(30, 3, 10, seed=1, x_seed=1).X, base.X)
+    np.testing.assert_array_equal(other.X, data.sparse.problem(30, 3, 10, seed=2).X)
+    np.testing.assert_array_equal(data.sparse.problem(30, 3, 10, seed=1, x_seed=1).X, base.X)
     with pytest.raises(ValueError, match="x_seed"):
-        data.make_problem(30, 3, 10, x_seed=-1)
+        data.sparse.problem(30, 3, 10, x_seed=-1)
 
 
 def test_stack_problems_refuses_bad_input(prob):
     with pytest.raises(ValueError, match="at least one"):
-        data.stack_problems([])
-    with pytest.raises(ValueError, match="SparseProblem"):
-        data.stack_problems([prob, "x"])
+        data.sparse.stack_problems([])
+    with pytest.raises(ValueError, match=r"grokkit\.data\.sparse\.Problem instances"):
+        data.sparse.stack_problems([prob, "x"])
     with pytest.raises(ValueError, match="share the dimension n"):
-        data.stack_problems([prob, data.make_problem(20, 3, 10)])
+        data.sparse.stack_problems([prob, data.sparse.problem(20, 3, 10)])
 
 
 def test_projected_method_refuses_a_rank_deficient_problem_in_a_stack():
-    p = data.make_problem(30, 3, 10, seed=0)
-    X, y, b_star = data.stack_problems([p, data.make_problem(30, 3, 12, seed=0)])
+    p = data.sparse.problem(30, 3, 10, seed=0)
+    X, y, b_star = data.sparse.stack_problems([p, data.sparse.problem(30, 3, 12, seed=0)])
     X[1, 1] = X[1, 0]  # two equal rows: rank 11 < N = 12
     with pytest.raises(ValueError, match=r"rank\(X\) = N <= n.*N = 12, n = 30, rank 11.*configuration 1"):
         gk.kernels.projected_subgradient(X, y, b_star=b_star, alpha=0.1, beta1=1e-3, steps=5, device="cpu")

@@ -13,7 +13,7 @@ from grokkit import baselines
 # --- data ------------------------------------------------------------------------------------
 
 def test_sparse_classification_properties():
-    task = gk.data.sparse_classification(200, 3, 50, n_test=80, seed=4)
+    task = gk.data.background.sparse_classification(200, 3, 50, n_test=80, seed=4)
     assert task.X.shape == (50, 200) and task.X_test.shape == (80, 200) and (task.n, task.N) == (200, 50)
     assert set(np.unique(task.X)) == {-1.0, 1.0} and set(np.unique(task.X_test)) == {-1.0, 1.0}
     assert np.count_nonzero(task.w_star) == 3 and set(np.abs(task.w_star[:3])) == {1.0}
@@ -25,13 +25,13 @@ def test_sparse_classification_properties():
 
 
 def test_sparse_classification_even_ties_and_seeds():
-    task = gk.data.sparse_classification(30, 2, 400, n_test=5, seed=0)
+    task = gk.data.background.sparse_classification(30, 2, 400, n_test=5, seed=0)
     ties = task.X @ task.w_star == 0
     assert ties.any() and np.all(task.y[ties] == -1.0)                          # the authors' rule
-    same = gk.data.sparse_classification(30, 2, 400, n_test=5, seed=0)
+    same = gk.data.background.sparse_classification(30, 2, 400, n_test=5, seed=0)
     np.testing.assert_array_equal(task.X, same.X)
-    assert not np.array_equal(task.X, gk.data.sparse_classification(30, 2, 400, n_test=5, seed=1).X)
-    more_tests = gk.data.sparse_classification(30, 2, 400, n_test=50, seed=0)      # same training set
+    assert not np.array_equal(task.X, gk.data.background.sparse_classification(30, 2, 400, n_test=5, seed=1).X)
+    more_tests = gk.data.background.sparse_classification(30, 2, 400, n_test=50, seed=0)      # same training set
     np.testing.assert_array_equal(task.X, more_tests.X)
     np.testing.assert_array_equal(task.w_star, more_tests.w_star)
     np.testing.assert_array_equal(task.X_test, more_tests.X_test[:5])
@@ -39,7 +39,7 @@ def test_sparse_classification_even_ties_and_seeds():
 
 def test_margin_classification_properties():
     gamma = 6.0
-    task = gk.data.margin_classification(300, 40, gamma, n_test=60, seed=2)
+    task = gk.data.background.margin_classification(300, 40, gamma, n_test=60, seed=2)
     assert np.linalg.norm(task.w_star) == pytest.approx(1.0)
     # x = z + y (gamma/2) w*, y = sign<z, w*>: the margin along w* is |<z, w*>| + gamma/2
     for X, y in ((task.X, task.y), (task.X_test, task.y_test)):
@@ -50,12 +50,12 @@ def test_margin_classification_properties():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: gk.data.sparse_classification(10, 11, 5), "s must be"),
-    (lambda: gk.data.sparse_classification(10, 2, 0), "N must be"),
-    (lambda: gk.data.sparse_classification(10, 2, 5, n_test=0), "n_test must be"),
-    (lambda: gk.data.sparse_classification(10, 2, 5, seed=-1), "seed must be"),
-    (lambda: gk.data.margin_classification(10, 5, -1.0), "gamma must be"),
-    (lambda: gk.data.margin_classification(0, 5, 1.0), "n must be"),
+    (lambda: gk.data.background.sparse_classification(10, 11, 5), "s must be"),
+    (lambda: gk.data.background.sparse_classification(10, 2, 0), "N must be"),
+    (lambda: gk.data.background.sparse_classification(10, 2, 5, n_test=0), "n_test must be"),
+    (lambda: gk.data.background.sparse_classification(10, 2, 5, seed=-1), "seed must be"),
+    (lambda: gk.data.background.margin_classification(10, 5, -1.0), "gamma must be"),
+    (lambda: gk.data.background.margin_classification(0, 5, 1.0), "n must be"),
 ])
 def test_data_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
@@ -66,7 +66,7 @@ def test_data_bad_inputs(call, match):
 
 @pytest.fixture(scope="module")
 def task():
-    return gk.data.sparse_classification(60, 3, 25, n_test=5, seed=1)
+    return gk.data.background.sparse_classification(60, 3, 25, n_test=5, seed=1)
 
 
 @pytest.mark.parametrize("solver", ["CLARABEL", "HIGHS"])
@@ -109,7 +109,7 @@ def test_max_l2_margin_against_scipy(task):
 
 
 def test_max_l1_margin_recovers_sparse_truth():
-    task = gk.data.sparse_classification(300, 3, 80, n_test=5, seed=0)
+    task = gk.data.background.sparse_classification(300, 3, 80, n_test=5, seed=0)
     sol = baselines.max_margin.__wrapped__(task.X, task.y, 1)
     np.testing.assert_allclose(sol.w, task.w_star / 3, atol=1e-6)
 
@@ -136,11 +136,11 @@ def test_max_margin_bad_solver(task):
 
 def test_dichotomy_time():
     n, zeta, lam, lr = 1000, 128 / math.sqrt(2000), 1e-2, 0.01
-    assert gk.theory.dichotomy_time(zeta, lam, n) == pytest.approx(math.log(128) / lam)
-    assert gk.theory.dichotomy_time(zeta, lam, n, alpha=lr) == pytest.approx(math.log(128) / (lam * lr))
-    assert gk.theory.dichotomy_time(zeta, lam, n, c=-0.5) == pytest.approx(0.5 * math.log(128) / lam)
-    assert gk.theory.dichotomy_time(zeta, lam, n, c=0.25) == pytest.approx(1.25 * math.log(128) / lam)
-    grid = gk.theory.dichotomy_time(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 8)
+    assert gk.theory.background.dichotomy_time(zeta, lam, n) == pytest.approx(math.log(128) / lam)
+    assert gk.theory.background.dichotomy_time(zeta, lam, n, alpha=lr) == pytest.approx(math.log(128) / (lam * lr))
+    assert gk.theory.background.dichotomy_time(zeta, lam, n, c=-0.5) == pytest.approx(0.5 * math.log(128) / lam)
+    assert gk.theory.background.dichotomy_time(zeta, lam, n, c=0.25) == pytest.approx(1.25 * math.log(128) / lam)
+    grid = gk.theory.background.dichotomy_time(np.array([1.0, 2.0]), np.array([0.1, 0.2]), 8)
     np.testing.assert_allclose(grid, [math.log(4) / 0.1, math.log(8) / 0.2])
 
 
@@ -153,7 +153,7 @@ def test_dichotomy_time():
 ])
 def test_dichotomy_time_bad_inputs(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        gk.theory.dichotomy_time(**kwargs)
+        gk.theory.background.dichotomy_time(**kwargs)
 
 
 def test_margin_classification_accuracy_monte_carlo():
@@ -162,7 +162,7 @@ def test_margin_classification_accuracy_monte_carlo():
     w_star = rs.standard_normal(n)
     w_star /= np.linalg.norm(w_star)
     W = np.stack([w_star + 0.3 * rs.standard_normal(n), rs.standard_normal(n), -w_star + 0.1 * rs.standard_normal(n)])
-    exact = gk.theory.margin_classification_accuracy(W, w_star, gamma)
+    exact = gk.theory.background.margin_classification_accuracy(W, w_star, gamma)
     Z = rs.standard_normal((400_000, n))
     y = np.where(Z @ w_star > 0, 1.0, -1.0)
     X = Z + (gamma / 2) * y[:, None] * w_star
@@ -172,10 +172,10 @@ def test_margin_classification_accuracy_monte_carlo():
 
 def test_margin_classification_accuracy_limits():
     w_star = np.array([0.6, 0.8])
-    acc = gk.theory.margin_classification_accuracy(np.stack([w_star, -w_star, np.zeros(2)]), w_star, 2.0)
+    acc = gk.theory.background.margin_classification_accuracy(np.stack([w_star, -w_star, np.zeros(2)]), w_star, 2.0)
     np.testing.assert_allclose(acc, [1.0, 0.0, 0.5])
     # gamma = 0 and w orthogonal to w*: a fair coin
-    assert gk.theory.margin_classification_accuracy(np.array([0.8, -0.6]), w_star, 0.0) == pytest.approx(0.5)
+    assert gk.theory.background.margin_classification_accuracy(np.array([0.8, -0.6]), w_star, 0.0) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("args, match", [
@@ -186,7 +186,7 @@ def test_margin_classification_accuracy_limits():
 ])
 def test_margin_classification_accuracy_bad_inputs(args, match):
     with pytest.raises(ValueError, match=match):
-        gk.theory.margin_classification_accuracy(*args)
+        gk.theory.background.margin_classification_accuracy(*args)
 
 
 # --- metrics ----------------------------------------------------------------------------------
@@ -206,10 +206,10 @@ def test_cosine():
 
 def test_diagonal_net_groks_on_sparse_classification():
     """Figure 1a at a tiny scale: the plateau is w2*'s, the end w1*'s direction."""
-    task = gk.data.sparse_classification(200, 3, 40, n_test=300, seed=0)
+    task = gk.data.background.sparse_classification(200, 3, 40, n_test=300, seed=0)
     w = {q: baselines.max_margin.__wrapped__(task.X, task.y, q).w for q in (1, 2)}
     zeta, lam, lr = 32 / math.sqrt(400), 0.08, 0.05
-    T = gk.theory.dichotomy_time(zeta, lam, 200, alpha=lr)
+    T = gk.theory.background.dichotomy_time(zeta, lam, 200, alpha=lr)
     run = gk.kernels.diagonal_net(task.X, task.y, alpha=lr, beta2=lam, init_scale=zeta, loss="logistic",
                                   X_test=task.X_test, y_test=task.y_test, steps=int(4 * T), record_b=True,
                                   device="cpu")

@@ -168,7 +168,7 @@ def test_operator_reads_the_problems_of_grokkit_data(kind: str) -> None:
     """The kernels' operator and grokkit.data agree on the measurements and on A_hat."""
     from grokkit import data
 
-    problem = data.make_matrix_problem(N1, N2, 2, 12, kind=kind, seed=0)
+    problem = data.matrix.problem(N1, N2, 2, 12, kind=kind, seed=0)
     op = (mk.Measurements(kind, (N1, N2), mask=torch.as_tensor(problem.mask)) if kind == "completion"
           else mk.Measurements(kind, (N1, N2), X=torch.as_tensor(problem.X)))
     A_star = torch.as_tensor(problem.A_star)[None]
@@ -241,7 +241,7 @@ def test_deep_init() -> None:
 def small_problem(kind: str, seed: int = 0):
     from grokkit import data
 
-    return data.make_matrix_problem(N1, N2, 2, 20 if kind == "completion" else 24, kind=kind, seed=seed)
+    return data.matrix.problem(N1, N2, 2, 20 if kind == "completion" else 24, kind=kind, seed=seed)
 
 
 def operator_of(problem):
@@ -393,7 +393,7 @@ def test_a_fixed_point_stops_alone(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(fused, "matrix_usable", lambda *problem: False)
 
-    problem = data.make_matrix_problem(4, 4, 1, 10, seed=3)
+    problem = data.matrix.problem(4, 4, 1, 10, seed=3)
     kwargs = dict(A_star=problem.A_star, alpha=0.5, beta_star=[0.0, 1e-2], beta2=0.5, steps=3000,
                   device="cpu")
     stopped = mk.subgradient.__wrapped__(problem.mask, problem.y, (4, 4), **kwargs)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from grokkit import baselines, theory
-from grokkit.data import unvec, vec
+from grokkit.data.matrix import unvec, vec
 
 
 def _low_rank(rng, n1, n2, r):
@@ -36,12 +36,12 @@ def test_vec_is_column_major_and_measurement_matrix_matches_the_operator():
     assert a[2 * 4 + 1] == A[1, 2]  # vec(A)_{j n1 + i} = A_ij
     np.testing.assert_array_equal(unvec(a, 4, 3), A)
     mask = _mask(rng, 4, 3, 7)
-    X = theory.measurement_matrix(mask, (4, 3))
+    X = theory.matrix.measurement_matrix(mask, (4, 3))
     assert X.shape == (7, 12)
     np.testing.assert_array_equal(X @ a, A[mask])  # completion: A[mask] order
     np.testing.assert_array_equal(X.T @ X, np.diag(vec(mask).astype(float)))
     S = rng.standard_normal((5, 12))
-    np.testing.assert_array_equal(theory.measurement_matrix(S, (4, 3)), S)
+    np.testing.assert_array_equal(theory.matrix.measurement_matrix(S, (4, 3)), S)
 
 
 # --- rho ------------------------------------------------------------------------------------------
@@ -53,17 +53,17 @@ def test_matrix_rho_against_the_gram_eigenvalues():
     lam = np.linalg.eigvalsh(X.T @ X)
     for alpha, beta2 in [(0.1, 0.0), (0.3, 0.2), (0.05, 1.0)]:
         want = np.abs(1 - alpha * (lam + beta2)).max()
-        assert theory.matrix_rho(X, (3, 4), alpha, beta2) == pytest.approx(want, rel=1e-12)
+        assert theory.matrix.rho(X, (3, 4), alpha, beta2) == pytest.approx(want, rel=1e-12)
         # row space: the nonzero eigenvalues of XᵀX are those of XXᵀ (N = 8 < 12)
         lam_row = np.linalg.eigvalsh(X @ X.T)
         want_row = np.abs(1 - alpha * (lam_row + beta2)).max()
-        assert theory.matrix_rho_row(X, (3, 4), alpha, beta2) == pytest.approx(want_row, rel=1e-12)
+        assert theory.matrix.rho_range(X, (3, 4), alpha, beta2) == pytest.approx(want_row, rel=1e-12)
     # the caveat: beta2 = 0 and N < n1 n2 give rho_2 = 1 exactly; the row-space rho does not
     mask = _mask(rng, 10, 10, 80)
-    assert theory.matrix_rho(mask, (10, 10), 0.5) == 1.0
-    assert theory.matrix_rho_row(mask, (10, 10), 0.5) == pytest.approx(0.5, abs=1e-12)
-    assert theory.matrix_rho(mask, (10, 10), 0.5, beta2=0.2) == pytest.approx(0.9, abs=1e-12)
-    assert theory.matrix_rho(X, (3, 4), 0.1, p=1) == pytest.approx(
+    assert theory.matrix.rho(mask, (10, 10), 0.5) == 1.0
+    assert theory.matrix.rho_range(mask, (10, 10), 0.5) == pytest.approx(0.5, abs=1e-12)
+    assert theory.matrix.rho(mask, (10, 10), 0.5, beta2=0.2) == pytest.approx(0.9, abs=1e-12)
+    assert theory.matrix.rho(X, (3, 4), 0.1, p=1) == pytest.approx(
         np.abs(np.eye(12) - 0.1 * X.T @ X).sum(axis=0).max(), rel=1e-12)
 
 
@@ -87,13 +87,13 @@ def test_matrix_memorization_time_against_brute_force_and_a_run():
     X = rng.standard_normal((N, 20)) / 2
     y = X @ vec(_low_rank(rng, 4, 5, 1))
     alpha, beta2, beta_star = 0.05, 0.3, 1e-3
-    A_hat = theory.matrix_least_squares(X, shape, y, beta2)
+    A_hat = theory.matrix.least_squares(X, shape, y, beta2)
     np.testing.assert_allclose(vec(A_hat), np.linalg.solve(X.T @ X + beta2 * np.eye(20), X.T @ y), atol=1e-12)
-    rho2 = theory.matrix_rho(X, shape, alpha, beta2)
+    rho2 = theory.matrix.rho(X, shape, alpha, beta2)
     assert 0 < rho2 < 1
     A0 = 3.0 * np.eye(4, 5)
     dist0 = np.linalg.norm(vec(A0 - A_hat))
-    t1 = theory.matrix_memorization_time(dist0, 4, 5, alpha, beta_star, rho2)
+    t1 = theory.matrix.memorization_time(dist0, 4, 5, alpha, beta_star, rho2)
     # brute force: the first t with rho^t d0 + c(1-rho^t)/(1-rho) <= 2c(1-rho^t)/(1-rho), c = alpha beta* sqrt(n)
     c = alpha * beta_star * np.sqrt(20)
     t = np.arange(1, 5000)
@@ -104,25 +104,25 @@ def test_matrix_memorization_time_against_brute_force_and_a_run():
     dist = np.linalg.norm(a - vec(A_hat), axis=1)
     steps = np.arange(len(dist))
     assert np.all(dist <= rho2**steps * dist0 + c * (1 - rho2**steps) / (1 - rho2) + 1e-12)
-    radius = theory.matrix_memorization_radius(4, 5, alpha, beta_star, rho2, t=steps)
+    radius = theory.matrix.memorization_radius(4, 5, alpha, beta_star, rho2, t=steps)
     assert np.all(dist[int(t1):] <= radius[int(t1):])
     assert dist[int(t1) // 2] > radius[int(t1) // 2]  # not yet memorized well before t1
-    assert theory.matrix_memorization_radius(4, 5, alpha, beta_star, rho2) == pytest.approx(2 * c / (1 - rho2))
+    assert theory.matrix.memorization_radius(4, 5, alpha, beta_star, rho2) == pytest.approx(2 * c / (1 - rho2))
     # beta2 = 0, N < n: rho_2 = 1, t1 infinite
-    assert theory.matrix_memorization_time(dist0, 4, 5, alpha, beta_star, theory.matrix_rho(X, shape, alpha)) == np.inf
+    assert theory.matrix.memorization_time(dist0, 4, 5, alpha, beta_star, theory.matrix.rho(X, shape, alpha)) == np.inf
 
 
 def test_matrix_generalization_delay_against_numpy_svd():
     rng = np.random.default_rng(3)
     mask = _mask(rng, 6, 6, 20)
     A_star = _low_rank(rng, 6, 6, 2)
-    A_hat = theory.matrix_least_squares(mask, (6, 6), A_star[mask])
+    A_hat = theory.matrix.least_squares(mask, (6, 6), A_star[mask])
     np.testing.assert_allclose(A_hat, np.where(mask, A_star, 0.0), atol=1e-12)  # LS completion: observed entries
-    got = theory.matrix_generalization_delay(A_hat, [0.1, 0.5], 1e-3)
+    got = theory.matrix.generalization_delay(A_hat, [0.1, 0.5], 1e-3)
     np.testing.assert_allclose(got, np.linalg.svd(A_hat, compute_uv=False)[0] / (np.array([0.1, 0.5]) * 1e-3),
                                rtol=1e-12)
-    assert theory.matrix_generalization_delay(A_hat, 0.1, 0.0) == np.inf
-    assert theory.matrix_generalization_delay_code(A_hat, A_star, 0.1, 1e-3) == pytest.approx(
+    assert theory.matrix.generalization_delay(A_hat, 0.1, 0.0) == np.inf
+    assert theory.matrix.generalization_delay_code(A_hat, A_star, 0.1, 1e-3) == pytest.approx(
         np.linalg.svd(A_hat - A_star, compute_uv=False)[0] / 1e-4, rel=1e-12)
 
 
@@ -139,17 +139,17 @@ def test_d9_corrected_matches_exact_and_monte_carlo_printed_does_not():
     exact = np.sum((R @ X @ a) ** 2) + sd**2 * np.sum(R**2)
     xi = sd * rng.standard_normal((20000, N))
     mc = np.sum(((X @ a + xi) @ R.T) ** 2, axis=1)
-    corrected = theory.least_squares_residual_corrected(X, shape, A_star, beta2, sd)
-    printed = theory.least_squares_residual_printed(X, shape, A_star, beta2, sd)
+    corrected = theory.matrix.least_squares_residual_corrected(X, shape, A_star, beta2, sd)
+    printed = theory.matrix.least_squares_residual_printed(X, shape, A_star, beta2, sd)
     assert corrected == pytest.approx(exact, rel=1e-10)
     assert abs(mc.mean() - exact) < 4 * mc.std() / np.sqrt(len(mc))
     assert abs(printed - mc.mean()) > 20 * mc.std() / np.sqrt(len(mc))  # eigenvalues ~ 40 ≠ 1: far off
     print(f"D.9: Monte-Carlo {mc.mean():.4f}, exact {exact:.4f}, corrected {corrected:.4f}, printed {printed:.4f}")
     # completion: every nonzero eigenvalue of XᵀX is 1, the two forms agree; beta2 = 0: noise only
     mask = _mask(rng, 5, 8, 15)
-    assert theory.least_squares_residual_printed(mask, shape, A_star, beta2, sd) == pytest.approx(
-        theory.least_squares_residual_corrected(mask, shape, A_star, beta2, sd), rel=1e-12)
-    for f in (theory.least_squares_residual_printed, theory.least_squares_residual_corrected):
+    assert theory.matrix.least_squares_residual_printed(mask, shape, A_star, beta2, sd) == pytest.approx(
+        theory.matrix.least_squares_residual_corrected(mask, shape, A_star, beta2, sd), rel=1e-12)
+    for f in (theory.matrix.least_squares_residual_printed, theory.matrix.least_squares_residual_corrected):
         assert f(X, shape, A_star, 0.0, sd) == pytest.approx(sd**2 * (N - 15), abs=1e-12)
 
 
@@ -172,12 +172,12 @@ def test_d12_recursion_against_the_iteration():
     run = _nuclear_run(A, alpha * beta_star, steps)
     measured = np.array([np.linalg.svd(M, compute_uv=False) for M in run])
     sigma = measured[0]
-    predicted = theory.nuclear_singular_values(sigma, alpha, steps, beta_star)
+    predicted = theory.matrix.nuclear_singular_values(sigma, alpha, steps, beta_star)
     err = np.abs(np.sort(predicted, axis=1)[:, ::-1] - measured).max()
     assert err < 1e-12
     print(f"D.12: max |recursion - SVD of the iterate| = {err:.1e}")
     # closed form: sigma - k step until t_i, then alternating
-    t_i = theory.nuclear_entry_step(sigma, alpha, beta_star)
+    t_i = theory.matrix.nuclear_entry_step(sigma, alpha, beta_star)
     k = np.arange(steps + 1)[:, None]
     rest = sigma - t_i * 0.37
     closed = np.where(k <= t_i, sigma - k * 0.37, np.where((k - t_i) % 2 == 0, rest, 0.37 - rest))
@@ -196,10 +196,10 @@ def test_d12_rank_claim_counts_the_vanishing_values():
     sigma = np.array([1.0, 0.6, 0.3])  # 1.0 / 0.25 = 4 is an integer, the others are not
     run = _nuclear_run(np.diag(sigma), alpha, 12)
     ranks = [np.linalg.matrix_rank(M, tol=1e-9) for M in run]
-    late = ranks[int(theory.nuclear_entry_step(sigma, alpha).max()) + 1:]
+    late = ranks[int(theory.matrix.nuclear_entry_step(sigma, alpha).max()) + 1:]
     printed = int(np.sum(np.isclose(sigma / alpha, np.round(sigma / alpha))))  # claim (3) as printed: 1
     assert printed == 1 and min(late) == 2 and max(late) == 3  # survivors = #{sigma/alpha not integer} = 2
-    np.testing.assert_allclose(theory.nuclear_singular_values(sigma, alpha, 12)[4:8, 0], [0, 0.25, 0, 0.25],
+    np.testing.assert_allclose(theory.matrix.nuclear_singular_values(sigma, alpha, 12)[4:8, 0], [0, 0.25, 0, 0.25],
                                atol=1e-15)
 
 
@@ -224,15 +224,15 @@ def test_deep_gradients_against_autograd(L):
     g(A).backward()
     A_leaf = A.detach().clone().requires_grad_(True)
     g(A_leaf).backward()
-    got = theory.deep_gradients([F.detach() for F in factors], A_leaf.grad)
+    got = theory.matrix.deep_gradients([F.detach() for F in factors], A_leaf.grad)
     for F, G in zip(factors, got):
         assert G.shape == F.shape
         torch.testing.assert_close(G, F.grad, rtol=1e-12, atol=1e-12)
     # numpy in, numpy out, same numbers; a leading configuration axis broadcasts
-    got_np = theory.deep_gradients([F.detach().numpy() for F in factors], A_leaf.grad.numpy())
+    got_np = theory.matrix.deep_gradients([F.detach().numpy() for F in factors], A_leaf.grad.numpy())
     for F, G in zip(factors, got_np):
         np.testing.assert_allclose(G, F.grad.numpy(), rtol=1e-12, atol=1e-12)
-    batched = theory.deep_gradients([torch.stack([F.detach()] * 2) for F in factors], torch.stack([A_leaf.grad] * 2))
+    batched = theory.matrix.deep_gradients([torch.stack([F.detach()] * 2) for F in factors], torch.stack([A_leaf.grad] * 2))
     for F, G in zip(factors, batched):
         torch.testing.assert_close(G[1], F.grad, rtol=1e-12, atol=1e-12)
 
@@ -278,7 +278,7 @@ def test_nuclear_norm_regularized_is_the_svt_fixed_point(problem):
     rng = np.random.default_rng(6)
     A_star = _low_rank(rng, 8, 8, 2)
     op = _mask(rng, 8, 8, 45) if problem == "completion" else rng.standard_normal((40, 64)) / 8
-    X = theory.measurement_matrix(op, (8, 8))
+    X = theory.matrix.measurement_matrix(op, (8, 8))
     y = X @ vec(A_star) + 0.05 * rng.standard_normal(X.shape[0])
     ref = _prox_gradient(X, y, (8, 8), beta_star=0.3, beta2=0.1, steps=3000)
     sol = baselines.nuclear_norm_regularized(op, y, (8, 8), beta_star=0.3, beta2=0.1)
@@ -292,7 +292,7 @@ def test_nuclear_norm_min_eps_form_is_the_penalised_form_at_its_residual():
     A_star = _low_rank(rng, 8, 8, 2)
     mask = _mask(rng, 8, 8, 40)
     y = A_star[mask] + 0.05 * rng.standard_normal(40)
-    X = theory.measurement_matrix(mask, (8, 8))
+    X = theory.matrix.measurement_matrix(mask, (8, 8))
     ref = _prox_gradient(X, y, (8, 8), beta_star=0.5, beta2=0.0, steps=20000)
     eps = np.linalg.norm(ref[mask] - y)
     sol = baselines.nuclear_norm_min(mask, y, (8, 8), eps=eps)
@@ -306,19 +306,19 @@ def test_nuclear_norm_min_eps_form_is_the_penalised_form_at_its_residual():
 _MASK = np.ones((3, 4), bool)
 _X = np.ones((5, 12))
 BAD = [
-    (lambda: theory.matrix_memorization_time(1.0, 3, 4, 0.1, -1e-3, 0.5), r"beta_star must be in \[0\.0, inf\), got -0\.001"),
-    (lambda: theory.matrix_generalization_delay(np.eye(3), 0.1, -1.0), r"beta_star must be in \[0\.0, inf\), got -1\.0"),
-    (lambda: theory.matrix_rho(_X, (3, 4), 0.0), r"alpha must be in \(0\.0, inf\), got 0\.0"),
-    (lambda: theory.matrix_rho_row(_MASK, (3, 4), -0.1), r"alpha must be in \(0\.0, inf\), got -0\.1"),
-    (lambda: theory.nuclear_singular_values([1.0], 0.0, 3), r"alpha must be in \(0\.0, inf\), got 0\.0"),
-    (lambda: theory.matrix_rho(np.ones((4, 3), bool), (3, 4), 0.1), r"mask must have shape \(n1, n2\) = \(3, 4\), got \(4, 3\)"),
-    (lambda: theory.matrix_rho(np.ones((5, 11)), (3, 4), 0.1), r"X must be a matrix with n1\*n2 = 12 columns, got shape \(5, 11\)"),
-    (lambda: theory.measurement_matrix(_X, (3, 0)), r"n2 must be an integer in \[1, inf\), got 0"),
-    (lambda: theory.least_squares_residual_printed(_X, (3, 4), np.ones((4, 3)), 0.1), r"A_star must have shape"),
-    (lambda: theory.least_squares_residual_corrected(_X, (3, 4), np.ones((3, 4)), 0.1, -1.0), r"noise_std must be in"),
-    (lambda: theory.deep_gradients([np.ones((2, 3)), np.ones((4, 2))], np.ones((2, 2))), r"factors\[1\] must have 3 rows"),
-    (lambda: theory.deep_gradients([np.ones((2, 3))], np.ones((3, 2))), r"grad must have shape \(\.\.\., d_0, d_L\) = \(\.\.\., 2, 3\)"),
-    (lambda: theory.deep_gradients([], np.ones((3, 2))), r"factors must be a non-empty sequence"),
+    (lambda: theory.matrix.memorization_time(1.0, 3, 4, 0.1, -1e-3, 0.5), r"beta_star must be in \[0\.0, inf\), got -0\.001"),
+    (lambda: theory.matrix.generalization_delay(np.eye(3), 0.1, -1.0), r"beta_star must be in \[0\.0, inf\), got -1\.0"),
+    (lambda: theory.matrix.rho(_X, (3, 4), 0.0), r"alpha must be in \(0\.0, inf\), got 0\.0"),
+    (lambda: theory.matrix.rho_range(_MASK, (3, 4), -0.1), r"alpha must be in \(0\.0, inf\), got -0\.1"),
+    (lambda: theory.matrix.nuclear_singular_values([1.0], 0.0, 3), r"alpha must be in \(0\.0, inf\), got 0\.0"),
+    (lambda: theory.matrix.rho(np.ones((4, 3), bool), (3, 4), 0.1), r"mask must have shape \(n1, n2\) = \(3, 4\), got \(4, 3\)"),
+    (lambda: theory.matrix.rho(np.ones((5, 11)), (3, 4), 0.1), r"X must be a matrix with n1\*n2 = 12 columns, got shape \(5, 11\)"),
+    (lambda: theory.matrix.measurement_matrix(_X, (3, 0)), r"n2 must be an integer in \[1, inf\), got 0"),
+    (lambda: theory.matrix.least_squares_residual_printed(_X, (3, 4), np.ones((4, 3)), 0.1), r"A_star must have shape"),
+    (lambda: theory.matrix.least_squares_residual_corrected(_X, (3, 4), np.ones((3, 4)), 0.1, -1.0), r"noise_std must be in"),
+    (lambda: theory.matrix.deep_gradients([np.ones((2, 3)), np.ones((4, 2))], np.ones((2, 2))), r"factors\[1\] must have 3 rows"),
+    (lambda: theory.matrix.deep_gradients([np.ones((2, 3))], np.ones((3, 2))), r"grad must have shape \(\.\.\., d_0, d_L\) = \(\.\.\., 2, 3\)"),
+    (lambda: theory.matrix.deep_gradients([], np.ones((3, 2))), r"factors must be a non-empty sequence"),
     (lambda: baselines.nuclear_norm_regularized(_MASK, np.ones(12), (3, 4), beta_star=-1.0), r"beta_star must be in \[0\.0, inf\), got -1\.0"),
     (lambda: baselines.nuclear_norm_min(np.ones((3, 3), bool), np.ones(9), (3, 4)), r"mask must have shape \(n1, n2\) = \(3, 4\), got \(3, 3\)"),
     (lambda: baselines.nuclear_norm_min(np.ones((5, 13)), np.ones(5), (3, 4)), r"X must be a matrix with n1\*n2 = 12 columns, got shape \(5, 13\)"),

@@ -91,7 +91,7 @@ def test_relative_error():
 
 @pytest.fixture(scope="module")
 def grokking_run():
-    p = data.make_problem(40, 3, 15, variance="1/N", seed=0)
+    p = data.sparse.problem(40, 3, 15, variance="1/N", seed=0)
     traj = gk.kernels.subgradient(p.X, p.y, b_star=p.b_star, alpha=1.0 / p.lambda_max, beta1=3e-4, steps=10_000,
                                   device="cpu")
     return p, traj
@@ -126,7 +126,7 @@ def test_memorization_before_generalization_plateau(grokking_run):
 
 @pytest.fixture(scope="module")
 def X():
-    return data.make_problem(30, 3, 12, variance="1/N", seed=2).X
+    return data.sparse.problem(30, 3, 12, variance="1/N", seed=2).X
 
 
 @pytest.mark.parametrize("p, order", [(1, 1), (2, 2), (math.inf, np.inf)])
@@ -134,77 +134,77 @@ def X():
 def test_rho_is_the_matrix_norm(X, p, order, beta2):
     alpha = 0.05
     M = np.eye(30) - alpha * (X.T @ X + beta2 * np.eye(30))
-    assert theory.rho(X, alpha, beta2, p=p) == pytest.approx(np.linalg.norm(M, order), rel=1e-12)
+    assert theory.sparse.rho(X, alpha, beta2, p=p) == pytest.approx(np.linalg.norm(M, order), rel=1e-12)
 
 
 def test_rho_rejects_other_p(X):
     with pytest.raises(ValueError, match=r"p must be one of 1, 2, inf"):
-        theory.rho(X, 0.1, p=3)
+        theory.sparse.rho(X, 0.1, p=3)
 
 
 def test_rho_range_contracts_below_the_limit(X):
     lam = np.linalg.norm(X, 2) ** 2
     for c in (0.1, 0.5, 1.0, 1.5, 1.99):
-        assert theory.rho_range(X, c / lam) < 1.0
-    assert theory.rho_range(X, 2.5 / lam) > 1.0
+        assert theory.sparse.rho_range(X, c / lam) < 1.0
+    assert theory.sparse.rho_range(X, 2.5 / lam) > 1.0
     # on the row space only: rho_2 of the full matrix is 1 (N < n), rho_range is not
-    assert theory.rho(X, 1.0 / lam) == pytest.approx(1.0, abs=1e-12)
+    assert theory.sparse.rho(X, 1.0 / lam) == pytest.approx(1.0, abs=1e-12)
     nonzero = np.linalg.svd(X, compute_uv=False) ** 2
     expected = np.max(np.abs(1 - (1.0 / lam) * nonzero))
-    assert theory.rho_range(X, 1.0 / lam) == pytest.approx(expected, rel=1e-10)
+    assert theory.sparse.rho_range(X, 1.0 / lam) == pytest.approx(expected, rel=1e-10)
 
 
 def test_range_projector(X):
-    P = theory.range_projector(X)
+    P = theory.sparse.range_projector(X)
     np.testing.assert_allclose(P, P.T, atol=1e-12)
     np.testing.assert_allclose(P @ P, P, atol=1e-12)
     assert np.trace(P) == pytest.approx(np.linalg.matrix_rank(X), abs=1e-10)
     np.testing.assert_allclose(P @ X.T, X.T, atol=1e-12)  # rows of X are in the range
     rank_deficient = np.vstack([X[:5], X[:5]])
-    assert np.trace(theory.range_projector(rank_deficient)) == pytest.approx(5, abs=1e-10)
+    assert np.trace(theory.sparse.range_projector(rank_deficient)) == pytest.approx(5, abs=1e-10)
 
 
 def test_eigenvalues(X):
-    lam = theory.eigenvalues(X)
+    lam = theory.sparse.eigenvalues(X)
     assert lam.shape == (30,)
     assert (np.diff(lam) <= 0).all() and (lam >= 0).all()
     np.testing.assert_allclose(lam[:12], np.linalg.svd(X, compute_uv=False) ** 2, rtol=1e-10)
 
 
 def test_memorization_radius():
-    assert np.isinf(theory.memorization_radius(10, 0.1, 1e-3, 1.0))
-    assert np.isinf(theory.memorization_radius(10, [0.1, 0.2], 1e-3, 1.3)).all()
-    assert theory.memorization_radius(4, 0.1, 0.01, 0.5) == pytest.approx(2 * 0.1 * 0.01 * 2 / 0.5)
-    assert theory.memorization_radius(8, 0.1, 0.01, 0.5, p=1) == pytest.approx(2 * 0.1 * 0.01 * 8 / 0.5)
+    assert np.isinf(theory.sparse.memorization_radius(10, 0.1, 1e-3, 1.0))
+    assert np.isinf(theory.sparse.memorization_radius(10, [0.1, 0.2], 1e-3, 1.3)).all()
+    assert theory.sparse.memorization_radius(4, 0.1, 0.01, 0.5) == pytest.approx(2 * 0.1 * 0.01 * 2 / 0.5)
+    assert theory.sparse.memorization_radius(8, 0.1, 0.01, 0.5, p=1) == pytest.approx(2 * 0.1 * 0.01 * 8 / 0.5)
 
 
 def test_memorization_time_worked_example():
     # t1 = ceil(-ln(1 + (1 - rho) d / (alpha beta1 sqrt n)) / ln rho)
     #    = ceil(-ln(1 + 0.5 * 1 / 0.002) / ln 0.5) = ceil(ln 251 / ln 2) = ceil(7.97) = 8
-    assert theory.memorization_time(1.0, 4, 0.1, 0.01, 0.5) == 8
-    np.testing.assert_array_equal(theory.memorization_time(1.0, 4, np.array([0.1, 0.1]), np.array([0.01, 1.0]),
+    assert theory.sparse.memorization_time(1.0, 4, 0.1, 0.01, 0.5) == 8
+    np.testing.assert_array_equal(theory.sparse.memorization_time(1.0, 4, np.array([0.1, 0.1]), np.array([0.01, 1.0]),
                                                            0.5), [8, math.ceil(math.log(1 + 0.5 / 0.2) / math.log(2))])
-    assert np.isinf(theory.memorization_time(1.0, 4, 0.1, 0.01, 1.0))
-    assert np.isinf(theory.memorization_time(1.0, 4, 0.1, 0.01, 0.0))
+    assert np.isinf(theory.sparse.memorization_time(1.0, 4, 0.1, 0.01, 1.0))
+    assert np.isinf(theory.sparse.memorization_time(1.0, 4, 0.1, 0.01, 0.0))
 
 
 def test_generalization_delay():
     b_hat = np.array([0.1, -0.4, 0.2])
-    assert theory.generalization_delay(b_hat, 0.1, 1e-3) == pytest.approx(0.4 / 1e-4)
-    np.testing.assert_allclose(theory.generalization_delay(b_hat, np.array([0.1, 0.2]), 1e-3), [4000.0, 2000.0])
+    assert theory.sparse.generalization_delay(b_hat, 0.1, 1e-3) == pytest.approx(0.4 / 1e-4)
+    np.testing.assert_allclose(theory.sparse.generalization_delay(b_hat, np.array([0.1, 0.2]), 1e-3), [4000.0, 2000.0])
     b_star = np.array([0.1, -0.1, 0.0])
-    assert theory.generalization_delay_code(b_hat, b_star, 0.1, 1e-3) == pytest.approx(0.3 / 1e-4)
+    assert theory.sparse.generalization_delay_code(b_hat, b_star, 0.1, 1e-3) == pytest.approx(0.3 / 1e-4)
 
 
 def test_step_size_limit(X):
     lam = np.linalg.norm(X, 2) ** 2
-    assert theory.step_size_limit(X) == pytest.approx(2 / lam, rel=1e-12)
-    assert theory.step_size_limit(X, 0.7) == pytest.approx(2 / (lam + 0.7), rel=1e-12)
+    assert theory.sparse.step_size_limit(X) == pytest.approx(2 / lam, rel=1e-12)
+    assert theory.sparse.step_size_limit(X, 0.7) == pytest.approx(2 / (lam + 0.7), rel=1e-12)
 
 
 def test_step_size_limit_agrees_with_the_kernels(X):
     y = X @ np.ones(30)
-    limit = theory.step_size_limit(X, 0.2)
+    limit = theory.sparse.step_size_limit(X, 0.2)
     gk.kernels.ista(X, y, alpha=0.999 * limit, beta1=0.0, beta2=0.2, steps=1, device="cpu")
     with pytest.raises(ValueError, match=r"alpha must be in \(0, 2/\(lambda_max \+ beta2\)\)"):
         gk.kernels.ista(X, y, alpha=1.001 * limit, beta1=0.0, beta2=0.2, steps=1, device="cpu")
@@ -216,9 +216,9 @@ def test_range_distance_ignores_the_null_space():
     b_hat = np.linalg.pinv(X) @ rs.randn(5)
     null = np.eye(12) - np.linalg.pinv(X) @ X
     b = b_hat + null @ rs.randn(12)  # differs from b_hat only in the null space of X
-    assert theory.range_distance(X, b, b_hat) <= 1e-12
+    assert theory.sparse.range_distance(X, b, b_hat) <= 1e-12
     row = X.T @ rs.randn(5)
-    np.testing.assert_allclose(theory.range_distance(X, np.stack([b_hat + row, b + row]), b_hat),
+    np.testing.assert_allclose(theory.sparse.range_distance(X, np.stack([b_hat + row, b + row]), b_hat),
                                np.linalg.norm(row), rtol=1e-10)
 
 

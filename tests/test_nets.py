@@ -31,17 +31,17 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def teacher():
-    return gk.data.teacher_student(d=8, width=20, c=2, n_train=40, n_test=60, seed=1)
+    return gk.data.nets.teacher_student(d=8, width=20, c=2, n_train=40, n_test=60, seed=1)
 
 
 @pytest.fixture(scope="module")
 def addition():
-    return gk.data.modular_addition(7, 0.5, seed=2)
+    return gk.data.nets.modular_addition(7, 0.5, seed=2)
 
 
 @pytest.fixture(scope="module")
 def sequences():
-    return gk.data.modular_addition(7, 0.5, encoding="sequence", seed=2)
+    return gk.data.nets.modular_addition(7, 0.5, encoding="sequence", seed=2)
 
 
 def one_at_a_time(task, model, penalty, alpha, beta, steps, batch_size, seed):
@@ -273,11 +273,11 @@ def test_a_diverging_configuration_is_stopped_and_named(teacher):
      r"batch_size must be an integer in \[1, inf\), got 0"),
     (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10, device="tpu"),
      r"device must be one of 'auto', 'cpu', 'cuda'"),
-    (lambda t: nets.train(gk.data.modular_addition(5, 0.5), nets.TwoLayerMLP(8, 20, 2), "sobolev", alpha=1e-3,
+    (lambda t: nets.train(gk.data.nets.modular_addition(5, 0.5), nets.TwoLayerMLP(8, 20, 2), "sobolev", alpha=1e-3,
                           beta=1e-3, steps=10),
      r"penalty 'sobolev' needs the teacher's Jacobians"),
     (lambda t: nets.train(object(), nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10),
-     r"task must be a grokkit.data.NetTask, got object"),
+     r"task must be a grokkit.data.nets.Task, got object"),
     (lambda t: nets.TwoLayerMLP(8, 0, 2), r"width must be an integer in \[1, inf\), got 0"),
     (lambda t: nets.TwoLayerMLP(8, 4, 2, init_scale=0.0), r"init_scale must be in \(0.0, inf\), got 0.0"),
     (lambda t: nets.MatrixProductMLP(1), r"p must be an integer in \[2, inf\), got 1"),

@@ -25,8 +25,8 @@ def problems(seed: int = 0):
     """(operator, explicit X, y, A_star) for a completion and a sensing problem."""
     out = []
     for kind, N in (("completion", 20), ("sensing", 12)):
-        p = data.make_matrix_problem(N1, N2, 2, N, kind=kind, seed=seed)
-        X = theory.measurement_matrix(p.mask if kind == "completion" else p.X, (N1, N2))
+        p = data.matrix.problem(N1, N2, 2, N, kind=kind, seed=seed)
+        X = theory.matrix.measurement_matrix(p.mask if kind == "completion" else p.X, (N1, N2))
         out.append((p.mask if kind == "completion" else p.X, X, p.y, p.A_star))
     return out
 
@@ -117,7 +117,7 @@ def test_a_decaying_configuration_runs_on_when_a_constant_one_stops() -> None:
     traj = mk.subgradient(mask, y, (2, 2), alpha=0.5, beta_star=1.0, alpha_decay=[np.inf, 50.0], steps=300,
                           init_scale=1.0, init="identity", dense=0, device="cpu")
     assert 0 < traj.stopped_at[0] < 300 and traj.stopped_at[1] == -1
-    X = theory.measurement_matrix(mask, (2, 2))
+    X = theory.matrix.measurement_matrix(mask, (2, 2))
     B = np.eye(2)
     for t in range(1, 301):
         grad = (X.T @ (X @ vec(B) - y)).reshape(2, 2).T
@@ -132,9 +132,9 @@ def test_objective_gradient_and_subgradient_against_numpy() -> None:
     for operator, X, y, A_star in problems(2):
         A = rng.randn(3, 4, N1, N2)
         beta_star, beta2 = np.array([0.0, 0.5, 2.0]), np.array([0.1, 0.0, 0.3])
-        f = theory.matrix_objective(operator, (N1, N2), A, y, beta_star, beta2)
-        F = theory.matrix_subgradient(operator, (N1, N2), A, y, beta_star, beta2)
-        G = theory.matrix_gradient(operator, (N1, N2), A, y, beta2)
+        f = theory.matrix.objective(operator, (N1, N2), A, y, beta_star, beta2)
+        F = theory.matrix.subgradient(operator, (N1, N2), A, y, beta_star, beta2)
+        G = theory.matrix.gradient(operator, (N1, N2), A, y, beta2)
         assert f.shape == (3, 4) and F.shape == A.shape
         for g in range(3):
             for k in range(4):
@@ -146,7 +146,7 @@ def test_objective_gradient_and_subgradient_against_numpy() -> None:
                 np.testing.assert_allclose(G[g, k], numpy_F(X, y, B, 0.0, beta2[g]), atol=1e-12)
         # f(A*) = beta* ||A*||_* + beta2/2 ||A*||_F^2 + 1/2 ||xi||^2 (Theorem D.4's f*, with the 1/2)
         xi = rng.randn(y.size) * 0.1
-        fstar = theory.matrix_objective(operator, (N1, N2), A_star, X @ vec(A_star) + xi, 0.7, 0.2)
+        fstar = theory.matrix.objective(operator, (N1, N2), A_star, X @ vec(A_star) + xi, 0.7, 0.2)
         assert fstar == pytest.approx(0.7 * np.linalg.norm(A_star, "nuc") + 0.1 * np.sum(A_star**2)
                                       + 0.5 * np.sum(xi**2), rel=1e-12)
 
@@ -155,7 +155,7 @@ def test_the_subgradient_is_the_kernels_update_direction() -> None:
     operator, _, y, A_star = problems(3)[1]
     traj = mk.subgradient(operator, y, (N1, N2), alpha=0.2, beta_star=0.1, beta2=0.05, steps=1, A_star=A_star,
                           init_scale=1.0, record_A=True, device="cpu")
-    F = theory.matrix_subgradient(operator, (N1, N2), traj.A[0, 0], y, 0.1, 0.05)
+    F = theory.matrix.subgradient(operator, (N1, N2), traj.A[0, 0], y, 0.1, 0.05)
     np.testing.assert_allclose(traj.A[0, 1], traj.A[0, 0] - 0.2 * F, atol=1e-13)
 
 
@@ -164,7 +164,7 @@ def test_h_has_frobenius_norm_sqrt_min_whatever_the_rank() -> None:
     of them even for a rank-1 matrix; ||UV^T||_* is that count too (not sqrt(min))."""
     rng = np.random.RandomState(4)
     A = np.stack([rng.randn(N1, N2), np.outer(rng.randn(N1), rng.randn(N2)), np.zeros((N1, N2))])
-    h = theory.nuclear_subgradient(A)
+    h = theory.matrix.nuclear_subgradient(A)
     np.testing.assert_allclose(np.sum(h**2, axis=(1, 2)), min(N1, N2), rtol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(h, "nuc", axis=(1, 2)), min(N1, N2), rtol=1e-12)
     np.testing.assert_allclose(np.sum(h[0] * A[0]), np.linalg.norm(A[0], "nuc"), rtol=1e-12)  # <h, A> = ||A||_*
@@ -172,17 +172,17 @@ def test_h_has_frobenius_norm_sqrt_min_whatever_the_rank() -> None:
 
 def test_dominance_threshold() -> None:
     completion, sensing = problems(5)
-    assert theory.nuclear_dominance_threshold(completion[0], (N1, N2)) == pytest.approx(1 / math.sqrt(5), rel=1e-12)
+    assert theory.matrix.dominance_threshold(completion[0], (N1, N2)) == pytest.approx(1 / math.sqrt(5), rel=1e-12)
     X = sensing[1]
     want = (np.linalg.eigvalsh(X.T @ X).max() + 0.2) / math.sqrt(5)
-    assert theory.nuclear_dominance_threshold(sensing[0], (N1, N2), beta2=0.2) == pytest.approx(want, rel=1e-12)
+    assert theory.matrix.dominance_threshold(sensing[0], (N1, N2), beta2=0.2) == pytest.approx(want, rel=1e-12)
 
 
 # ------------------------------------------------------------------ the bounds of D.4, D.13 and Cor D.1
 
 def test_step_size_sums_against_python_sums() -> None:
     T = np.array([1, 7, 2_500_001, 40])  # unsorted, and past one chunk
-    s1, s2 = theory.step_size_sums([0.1, 0.5, 0.2], T, [np.inf, 10.0, 0.0])
+    s1, s2 = theory.convergence.step_size_sums([0.1, 0.5, 0.2], T, [np.inf, 10.0, 0.0])
     assert s1.shape == (3, 4)
     for g, (a, b) in enumerate(((0.1, np.inf), (0.5, 10.0), (0.2, 0.0))):
         for k, t_max in enumerate(T):
@@ -190,27 +190,27 @@ def test_step_size_sums_against_python_sums() -> None:
             steps = np.full(t.size, a) if np.isinf(b) else a * (1 + b) / (b + t)
             assert s1[g, k] == pytest.approx(steps.sum(), rel=1e-12)
             assert s2[g, k] == pytest.approx(np.sum(steps**2), rel=1e-12)
-    one, _ = theory.step_size_sums(0.1, [3])
+    one, _ = theory.convergence.step_size_sums(0.1, [3])
     assert one.shape == (1,) and one[0] == pytest.approx(0.3)
 
 
 def test_gap_bounds_formulas() -> None:
     T = np.array([1, 10, 1000])
     dist0, L, alpha, b = np.array([2.0, 3.0]), np.array([[1.0, 2.0, 2.0], [4.0, 4.0, 5.0]]), 0.2, [np.inf, 5.0]
-    bound = theory.subgradient_gap_bound(dist0, L, alpha, T, b)
-    s1, s2 = theory.step_size_sums(alpha, T, b)
+    bound = theory.convergence.subgradient_gap_bound(dist0, L, alpha, T, b)
+    s1, s2 = theory.convergence.step_size_sums(alpha, T, b)
     np.testing.assert_allclose(bound, (dist0[:, None] ** 2 + L**2 * s2) / (2 * s1), rtol=1e-14)
     np.testing.assert_allclose(bound[0], (4 + L[0] ** 2 * 0.04 * T) / (0.4 * T), rtol=1e-12)  # eq. 104
-    np.testing.assert_allclose(theory.subgradient_gap_limit([2.0, 2.0], alpha, b), [0.4, 0.0])
-    nuc = theory.nuclear_gap_bound(dist0, L, alpha, T, [0.5, 2.0], b, xi_norm=0.3, beta2=[0.1, 0.0], A_star_norm=2.0)
+    np.testing.assert_allclose(theory.convergence.subgradient_gap_limit([2.0, 2.0], alpha, b), [0.4, 0.0])
+    nuc = theory.convergence.norm_gap_bound(dist0, L, alpha, T, [0.5, 2.0], b, xi_norm=0.3, beta2=[0.1, 0.0], A_star_norm=2.0)
     np.testing.assert_allclose(nuc, (bound + 0.5 * (0.09 + np.array([[0.4], [0.0]]))) / np.array([[0.5], [2.0]]),
                                rtol=1e-14)
     # per-configuration dist0 and L with one scalar alpha (G = K = 3: no mix-up of the axes)
-    per = theory.subgradient_gap_bound([1.0, 2.0, 3.0], [[1.0] * 3, [2.0] * 3, [3.0] * 3], 0.1, [1, 2, 3])
+    per = theory.convergence.subgradient_gap_bound([1.0, 2.0, 3.0], [[1.0] * 3, [2.0] * 3, [3.0] * 3], 0.1, [1, 2, 3])
     np.testing.assert_allclose(per[2], (9 + 9 * 0.01 * np.arange(1, 4)) / (0.2 * np.arange(1, 4)), rtol=1e-14)
     # the constant-step bound tends to L^2 alpha / 2 (Corollary D.1)
-    far = theory.subgradient_gap_bound(1.0, 3.0, 0.1, [10**7])
-    assert far[0] == pytest.approx(theory.subgradient_gap_limit(3.0, 0.1), rel=1e-5)
+    far = theory.convergence.subgradient_gap_bound(1.0, 3.0, 0.1, [10**7])
+    assert far[0] == pytest.approx(theory.convergence.subgradient_gap_limit(3.0, 0.1), rel=1e-5)
 
 
 def test_theorems_d4_and_d13_hold_on_a_run_every_step_recorded() -> None:
@@ -218,15 +218,15 @@ def test_theorems_d4_and_d13_hold_on_a_run_every_step_recorded() -> None:
     operator, X, y, A_star = problems(6)[0]
     traj = mk.subgradient(operator, y, (N1, N2), alpha=[0.5, 0.5], beta_star=0.3, alpha_decay=[np.inf, 5.0],
                           steps=500, A_star=A_star, init_scale=2.0, record_A=True, dense=500, device="cpu")
-    f = theory.matrix_objective(operator, (N1, N2), traj.A, y, 0.3)
-    F = np.linalg.norm(theory.matrix_subgradient(operator, (N1, N2), traj.A, y, 0.3), axis=(-2, -1))
+    f = theory.matrix.objective(operator, (N1, N2), traj.A, y, 0.3)
+    F = np.linalg.norm(theory.matrix.subgradient(operator, (N1, N2), traj.A, y, 0.3), axis=(-2, -1))
     L = metrics.best_so_far(F, largest=True)
     dist0 = np.linalg.norm(traj.A[:, 0] - A_star, axis=(-2, -1))
     T = traj.steps + 1
-    gap = metrics.best_so_far(f) - theory.matrix_objective(operator, (N1, N2), A_star, y, 0.3)
-    assert (gap <= theory.subgradient_gap_bound(dist0, L, 0.5, T, [np.inf, 5.0])).all()
+    gap = metrics.best_so_far(f) - theory.matrix.objective(operator, (N1, N2), A_star, y, 0.3)
+    assert (gap <= theory.convergence.subgradient_gap_bound(dist0, L, 0.5, T, [np.inf, 5.0])).all()
     lhs = metrics.best_so_far(traj.nuclear) - np.linalg.norm(A_star, "nuc")
-    assert (lhs <= theory.nuclear_gap_bound(dist0, L, 0.5, T, 0.3, [np.inf, 5.0])).all()
+    assert (lhs <= theory.convergence.norm_gap_bound(dist0, L, 0.5, T, 0.3, [np.inf, 5.0])).all()
     np.testing.assert_allclose(traj.nuclear, np.linalg.norm(traj.A, "nuc", axis=(-2, -1)), rtol=1e-12)
 
 
@@ -254,21 +254,21 @@ def test_best_so_far_against_a_loop() -> None:
                               alpha_decay=[1.0, 2.0, 3.0]), "must be scalars or 1-D of one length G"),
     (lambda p: mk.subgradient(p[0], p[2], (N1, N2), alpha=2.5, beta_star=0.1, steps=5, alpha_decay=1.0),
      "alpha must be in .* for stability"),
-    (lambda p: theory.step_size_sums(0.1, [0, 5]), r"T must be an integer in \[1, "),
-    (lambda p: theory.step_size_sums(0.1, [5], alpha_decay=-2.0), r"alpha_decay must be in \[0.0, inf\]"),
-    (lambda p: theory.step_size_sums(0.0, [5]), r"alpha must be in \(0.0, inf\)"),
-    (lambda p: theory.subgradient_gap_bound(-1.0, 1.0, 0.1, [5]), r"dist0 must be in \[0.0, inf\)"),
-    (lambda p: theory.subgradient_gap_bound(1.0, float("inf"), 0.1, [5]), r"L must be in \[0.0, inf\)"),
-    (lambda p: theory.nuclear_gap_bound(1.0, 1.0, 0.1, [5], 0.0), r"beta_star must be in \(0.0, inf\)"),
-    (lambda p: theory.subgradient_gap_bound(np.ones((2, 2)), 1.0, 0.1, [5]), r"dist0 must be a scalar or \(G,\)"),
-    (lambda p: theory.matrix_objective(p[0], (N1, N2), np.zeros((N2, N1)), p[2], 0.1),
+    (lambda p: theory.convergence.step_size_sums(0.1, [0, 5]), r"T must be an integer in \[1, "),
+    (lambda p: theory.convergence.step_size_sums(0.1, [5], alpha_decay=-2.0), r"alpha_decay must be in \[0.0, inf\]"),
+    (lambda p: theory.convergence.step_size_sums(0.0, [5]), r"alpha must be in \(0.0, inf\)"),
+    (lambda p: theory.convergence.subgradient_gap_bound(-1.0, 1.0, 0.1, [5]), r"dist0 must be in \[0.0, inf\)"),
+    (lambda p: theory.convergence.subgradient_gap_bound(1.0, float("inf"), 0.1, [5]), r"L must be in \[0.0, inf\)"),
+    (lambda p: theory.convergence.norm_gap_bound(1.0, 1.0, 0.1, [5], 0.0), r"beta_star must be in \(0.0, inf\)"),
+    (lambda p: theory.convergence.subgradient_gap_bound(np.ones((2, 2)), 1.0, 0.1, [5]), r"dist0 must be a scalar or \(G,\)"),
+    (lambda p: theory.matrix.objective(p[0], (N1, N2), np.zeros((N2, N1)), p[2], 0.1),
      r"A must have shape \(\.\.\., n1, n2\) = \(\.\.\., 6, 5\)"),
-    (lambda p: theory.matrix_objective(p[0], (N1, N2), np.zeros((3, N1, N2)), p[2], [0.1, 0.2]),
+    (lambda p: theory.matrix.objective(p[0], (N1, N2), np.zeros((3, N1, N2)), p[2], [0.1, 0.2]),
      "beta_star must be a scalar or have the leading shape of A"),
-    (lambda p: theory.matrix_gradient(p[0], (N1, N2), np.zeros((N1, N2)), p[2][:-1]), r"y must have shape \(N,\)"),
-    (lambda p: theory.matrix_subgradient(p[0], (N1, N2), np.full((N1, N2), np.nan), p[2], 0.1), "A must be finite"),
-    (lambda p: theory.nuclear_subgradient(np.ones(3)), r"A must have shape \(\.\.\., n1, n2\)"),
-    (lambda p: theory.nuclear_dominance_threshold(p[0], (N1, N2), beta2=-1.0), r"beta2 must be in \[0.0, inf\)"),
+    (lambda p: theory.matrix.gradient(p[0], (N1, N2), np.zeros((N1, N2)), p[2][:-1]), r"y must have shape \(N,\)"),
+    (lambda p: theory.matrix.subgradient(p[0], (N1, N2), np.full((N1, N2), np.nan), p[2], 0.1), "A must be finite"),
+    (lambda p: theory.matrix.nuclear_subgradient(np.ones(3)), r"A must have shape \(\.\.\., n1, n2\)"),
+    (lambda p: theory.matrix.dominance_threshold(p[0], (N1, N2), beta2=-1.0), r"beta2 must be in \[0.0, inf\)"),
     (lambda p: metrics.best_so_far(np.zeros((2, 0))), r"curve must have shape \(G, T\)"),
 ])
 def test_bad_inputs_are_refused(call, message: str) -> None:

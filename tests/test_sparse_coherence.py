@@ -77,17 +77,17 @@ def test_sweep_refuses_bad_inputs(change, message):
 
 
 def test_measurement_coherence_is_one_with_an_atom_row_and_seeded():
-    mu = data.measurement_coherences(20, [1, 4, 10], [0.0, 0.2, 1.0], 3, seed=4)
+    mu = data.sparse.measurement_coherences(20, [1, 4, 10], [0.0, 0.2, 1.0], 3, seed=4)
     assert mu.shape == (3, 3, 3)
     # floor(tau N) >= 1: a row is an atom of Phi
     np.testing.assert_allclose(mu[1, 2], 1.0, atol=1e-12)  # floor(0.2 * 10) = 2
     np.testing.assert_allclose(mu[2], 1.0, atol=1e-12)
     assert (mu[0] < 1).all() and (mu[0] > 0).all() and (mu[1, :2] < 1).all()  # floor(0.2 * 4) = 0
-    np.testing.assert_array_equal(mu, data.measurement_coherences(20, [1, 4, 10], [0.0, 0.2, 1.0], 3, seed=4))
+    np.testing.assert_array_equal(mu, data.sparse.measurement_coherences(20, [1, 4, 10], [0.0, 0.2, 1.0], 3, seed=4))
     # an independent computation: the coherence of the rows of X with the columns of Phi, by loops
-    phi = data.dictionary(20, "orthonormal", 4)
+    phi = data.sparse.dictionary(20, "orthonormal", 4)
     key = np.random.SeedSequence([4, 2, 10, 0]).generate_state(1)[0]
-    X = data.measurement_matrix(10, phi, 0.0, "1/N", int(key))
+    X = data.sparse.measurement_matrix(10, phi, 0.0, "1/N", int(key))
     brute = max(abs(X[i] @ phi[:, j]) / np.linalg.norm(X[i]) for i in range(10) for j in range(20))
     assert mu[0, 2, 2] == pytest.approx(brute, rel=1e-12)
 
@@ -95,9 +95,9 @@ def test_measurement_coherence_is_one_with_an_atom_row_and_seeded():
 def test_coherence_of_the_fourier_basis_uses_the_hermitian_product():
     n = 16
     F = np.fft.fft(np.eye(n)) / np.sqrt(n)
-    assert data.coherence(np.eye(n), F) == pytest.approx(1 / np.sqrt(n), rel=1e-12)
-    assert data.coherence(F) < 1e-12  # an orthonormal basis: mutual coherence 0
-    assert data.one_coherence(np.hstack([np.eye(n), F]), 3) == pytest.approx(3 / np.sqrt(n), rel=1e-12)
+    assert data.sparse.coherence(np.eye(n), F) == pytest.approx(1 / np.sqrt(n), rel=1e-12)
+    assert data.sparse.coherence(F) < 1e-12  # an orthonormal basis: mutual coherence 0
+    assert data.sparse.one_coherence(np.hstack([np.eye(n), F]), 3) == pytest.approx(3 / np.sqrt(n), rel=1e-12)
 
 
 def test_one_coherence_against_enumeration_of_supports():
@@ -108,26 +108,26 @@ def test_one_coherence_against_enumeration_of_supports():
     for s in (1, 2, 4, 6):
         brute = max(sum(G[i, j] for j in J) for i in range(7)
                     for k in range(1, s + 1) for J in itertools.combinations([j for j in range(7) if j != i], k))
-        assert data.one_coherence(A, s) == pytest.approx(brute, rel=1e-12)
-        assert data.one_coherence(A, s) <= s * data.coherence(A) + 1e-12
-    assert data.one_coherence(A, 1) == pytest.approx(data.coherence(A), rel=1e-12)
+        assert data.sparse.one_coherence(A, s) == pytest.approx(brute, rel=1e-12)
+        assert data.sparse.one_coherence(A, s) <= s * data.sparse.coherence(A) + 1e-12
+    assert data.sparse.one_coherence(A, 1) == pytest.approx(data.sparse.coherence(A), rel=1e-12)
     with pytest.raises(ValueError, match=r"s must be an integer in \[1, n - 1\] = \[1, 6\], got 7"):
-        data.one_coherence(A, 7)
+        data.sparse.one_coherence(A, 7)
     with pytest.raises(ValueError, match=r"A must be a matrix with at least 2 columns, got shape \(5, 1\)"):
-        data.one_coherence(A[:, :1], 1)
+        data.sparse.one_coherence(A[:, :1], 1)
     with pytest.raises(ValueError, match=r"A must be finite, got nan"):
-        data.one_coherence(np.full((2, 2), np.nan), 1)
+        data.sparse.one_coherence(np.full((2, 2), np.nan), 1)
 
 
 def test_measurement_coherences_refuses_bad_inputs():
     with pytest.raises(ValueError, match=r"N_grid must be an integer in \[1, inf\), got 0"):
-        data.measurement_coherences(10, [0], [0.0], 1)
+        data.sparse.measurement_coherences(10, [0], [0.0], 1)
     with pytest.raises(ValueError, match=r"tau_grid must be in \[0\.0, 1\.0\], got -0\.1"):
-        data.measurement_coherences(10, [1], [-0.1], 1)
+        data.sparse.measurement_coherences(10, [1], [-0.1], 1)
     with pytest.raises(ValueError, match=r"trials must be an integer in \[1, inf\), got 0"):
-        data.measurement_coherences(10, [1], [0.0], 0)
+        data.sparse.measurement_coherences(10, [1], [0.0], 0)
     with pytest.raises(ValueError, match=r"basis must be one of 'identity', 'orthonormal', 'dct', 'fourier', got 'wavelet'"):
-        data.measurement_coherences(10, [1], [0.0], 1, basis="wavelet")
+        data.sparse.measurement_coherences(10, [1], [0.0], 1, basis="wavelet")
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_coherence_rip_ratios_against_loops():
     M = A.T @ B
     mu = np.abs(M).max()  # unit-norm columns
     for s in (1, 2, 3):
-        got = theory.coherence_rip_ratios(A, B, s)
+        got = theory.sparse.coherence_rip_ratios(A, B, s)
         top = max(np.linalg.norm(M[:, list(J)], 2) for J in itertools.combinations(range(5), s))
         assert got["a"] == pytest.approx(max(1 / (4 * np.sqrt(s)), 1 / (s * 2)) * top / mu, rel=1e-12)
         assert got["b"] == pytest.approx(mu / (2 * np.linalg.norm(M, 2)), rel=1e-12)
@@ -257,9 +257,9 @@ def test_coherence_rip_ratios_against_loops():
             assert math.isnan(got["c"]) and math.isnan(got["e"])
         assert max(v for v in got.values() if not math.isnan(v)) <= 1
     with pytest.raises(ValueError, match=r"A and B must be matrices with the same number of rows, got shapes \(9, 4\) and \(8, 5\)"):
-        theory.coherence_rip_ratios(A, B[:8], 1)
+        theory.sparse.coherence_rip_ratios(A, B[:8], 1)
     with pytest.raises(ValueError, match=r"s must be an integer in \[1, n\] = \[1, 5\], got 6"):
-        theory.coherence_rip_ratios(A, B, 6)
+        theory.sparse.coherence_rip_ratios(A, B, 6)
 
 
 # --- the reduction of Section C.3 ---------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_orthonormal_reduction_keeps_the_signal_and_loses_sparsity_unless_atoms_
     phi = rs.randn(9, 6)
     b = np.zeros(6)
     b[[1, 4]] = [1.0, -2.0]
-    phi_t, b_t = data.orthonormal_reduction(phi, b)
+    phi_t, b_t = data.sparse.orthonormal_reduction(phi, b)
     np.testing.assert_allclose(phi_t.T @ phi_t, np.eye(9), atol=1e-12)
     np.testing.assert_allclose(phi_t @ b_t, phi @ b, atol=1e-12)
     # independent: b~* = [(Phi^T Phi)^(1/2) b*; 0] with scipy's matrix square root
@@ -279,14 +279,14 @@ def test_orthonormal_reduction_keeps_the_signal_and_loses_sparsity_unless_atoms_
     assert np.count_nonzero(np.abs(b_t) > 1e-12) == 6
     D = rs.uniform(0.5, 2, 6)
     Q = np.linalg.qr(rs.randn(9, 6))[0]
-    phi_t, b_t = data.orthonormal_reduction(Q * D, b)
+    phi_t, b_t = data.sparse.orthonormal_reduction(Q * D, b)
     np.testing.assert_allclose(b_t, np.r_[D * b, np.zeros(3)], atol=1e-12)  # orthogonal atoms: same support
     with pytest.raises(ValueError, match=r"phi must be an n x m matrix with m <= n, got shape \(3, 4\)"):
-        data.orthonormal_reduction(np.ones((3, 4)), np.ones(4))
+        data.sparse.orthonormal_reduction(np.ones((3, 4)), np.ones(4))
     with pytest.raises(ValueError, match=r"b_star must have shape \(m,\) = \(6,\), got \(5,\)"):
-        data.orthonormal_reduction(phi, np.ones(5))
+        data.sparse.orthonormal_reduction(phi, np.ones(5))
     with pytest.raises(ValueError, match=r"phi must have linearly independent columns \(rank m = 2\), got rank 1"):
-        data.orthonormal_reduction(np.ones((3, 2)), np.ones(2))
+        data.sparse.orthonormal_reduction(np.ones((3, 2)), np.ones(2))
 
 
 # --- Theorem C.1 -----------------------------------------------------------------------------------
@@ -295,33 +295,33 @@ def test_orthonormal_reduction_keeps_the_signal_and_loses_sparsity_unless_atoms_
 def test_gaussian_coherence_monte_carlo_against_loops_and_the_exact_probability():
     from grokkit import theory
 
-    raw, mu = theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.7, 4, seed=2)
-    phi = data.dictionary(12, "orthonormal", 2)[:, :5]
+    raw, mu = theory.sparse.gaussian_coherence_monte_carlo(12, 3, 5, 0.7, 4, seed=2)
+    phi = data.sparse.dictionary(12, "orthonormal", 2)[:, :5]
     rs = np.random.RandomState([2, 1])
     for k in range(4):
         X = rs.randn(3, 12) / 12**0.7
         assert raw[k] == pytest.approx(max(abs(X[i] @ phi[:, j]) for i in range(3) for j in range(5)), rel=1e-12)
-        assert mu[k] == pytest.approx(data.coherence(X.T, phi), rel=1e-12)
-    raw2, mu2 = theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.2, 4, seed=2)
+        assert mu[k] == pytest.approx(data.sparse.coherence(X.T, phi), rel=1e-12)
+    raw2, mu2 = theory.sparse.gaussian_coherence_monte_carlo(12, 3, 5, 0.2, 4, seed=2)
     np.testing.assert_allclose(raw2, raw * 12 ** 0.5, rtol=1e-12)  # scale n^-alpha
     np.testing.assert_allclose(mu2, mu, rtol=1e-12)  # the coherence is scale free
     # exact probability: N m independent standard normals against 2 beta sqrt(ln nN)
     from scipy.stats import norm
     u = 2 * 0.8 * np.sqrt(np.log(36))
-    assert float(theory.gaussian_coherence_exceedance(12, 3, 5, 0.8)) == pytest.approx(
+    assert float(theory.sparse.gaussian_coherence_exceedance(12, 3, 5, 0.8)) == pytest.approx(
         1 - (1 - 2 * norm.sf(u)) ** 15, rel=1e-10)
-    big = theory.gaussian_coherence_monte_carlo(20, 4, 20, 0.5, 4000, seed=1)[0]
+    big = theory.sparse.gaussian_coherence_monte_carlo(20, 4, 20, 0.5, 4000, seed=1)[0]
     freq = (big > 2 * 0.7 * np.sqrt(np.log(80)) / 20**0.5).mean()
-    exact = float(theory.gaussian_coherence_exceedance(20, 4, 20, 0.7))
+    exact = float(theory.sparse.gaussian_coherence_exceedance(20, 4, 20, 0.7))
     assert abs(freq - exact) < 4 * np.sqrt(exact * (1 - exact) / 4000)
-    bound, prob = theory.gaussian_coherence_bound(20, 4, 0.5, 1.2)
+    bound, prob = theory.sparse.gaussian_coherence_bound(20, 4, 0.5, 1.2)
     assert bound == pytest.approx(2.4 * np.sqrt(np.log(80)) / np.sqrt(20)) and prob == pytest.approx(80 ** (1 - 2 * 1.44))
     with pytest.raises(ValueError, match=r"beta must be in \(0\.0, inf\), got 0\.0"):
-        theory.gaussian_coherence_bound(20, 4, 0.5, 0.0)
+        theory.sparse.gaussian_coherence_bound(20, 4, 0.5, 0.0)
     with pytest.raises(ValueError, match=r"m must be an integer in \[1, n\] = \[1, 12\], got 13"):
-        theory.gaussian_coherence_monte_carlo(12, 3, 13, 0.5, 2)
+        theory.sparse.gaussian_coherence_monte_carlo(12, 3, 13, 0.5, 2)
     with pytest.raises(ValueError, match=r"alpha must be in \(0\.0, inf\), got 0\.0"):
-        theory.gaussian_coherence_monte_carlo(12, 3, 5, 0.0, 2)
+        theory.sparse.gaussian_coherence_monte_carlo(12, 3, 5, 0.0, 2)
 
 
 # --- Theorem C.2 -----------------------------------------------------------------------------------
@@ -330,17 +330,17 @@ def test_gaussian_coherence_monte_carlo_against_loops_and_the_exact_probability(
 def test_rip_monte_carlo_against_the_sampled_supports_of_the_seeded_matrices():
     from grokkit import metrics, theory
 
-    got = theory.rip_monte_carlo(15, [1, 3], [4, 9], 50, ensemble="gaussian", seed=3)
+    got = theory.sparse.rip_monte_carlo(15, [1, 3], [4, 9], 50, ensemble="gaussian", seed=3)
     for j, N in enumerate([4, 9]):
         X = np.random.RandomState([3, N]).randn(N, 15) / np.sqrt(N)
         for i, s in enumerate([1, 3]):
             assert got[i, j] == pytest.approx(metrics.restricted_isometry_sample(X, s, 50, seed=3).delta, rel=1e-12)
     # Bernoulli columns have unit norm: delta_1 = 0 exactly
-    bern = theory.rip_monte_carlo(15, [1, 2], [4, 9], 50, ensemble="bernoulli", seed=3)
+    bern = theory.sparse.rip_monte_carlo(15, [1, 2], [4, 9], 50, ensemble="bernoulli", seed=3)
     assert np.abs(bern[0]).max() < 1e-12 and (bern[1] > 0).all()
     with pytest.raises(ValueError, match=r"ensemble must be one of 'gaussian', 'bernoulli', got 'rademacher'"):
-        theory.rip_monte_carlo(15, [1], [4], 5, ensemble="rademacher")
+        theory.sparse.rip_monte_carlo(15, [1], [4], 5, ensemble="rademacher")
     with pytest.raises(ValueError, match=r"s_grid must be an integer in \[1, n\] = \[1, 15\], got 16"):
-        theory.rip_monte_carlo(15, [16], [4], 5)
+        theory.sparse.rip_monte_carlo(15, [16], [4], 5)
     with pytest.raises(ValueError, match=r"supports must be an integer in \[1, inf\), got 0"):
-        theory.rip_monte_carlo(15, [1], [4], 0)
+        theory.sparse.rip_monte_carlo(15, [1], [4], 0)

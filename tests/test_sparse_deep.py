@@ -14,7 +14,7 @@ from grokkit.kernels import matrix, sparse
 
 @pytest.fixture(scope="module")
 def problem():
-    return data.make_problem(20, 3, 12, variance="1/N", seed=1)
+    return data.sparse.problem(20, 3, 12, variance="1/N", seed=1)
 
 
 def numpy_deep(X, y, B, alpha, beta1, beta2, steps):
@@ -66,9 +66,9 @@ def test_batched_depths_equal_one_at_a_time(problem) -> None:
 
 
 def test_stacked_problems_of_different_N_are_exact() -> None:
-    """Zero rows appended by ``data.stack_problems`` change none of the deep iterates."""
-    problems = [data.make_problem(20, 3, N, variance="1/N", seed=1, x_seed=1) for N in (6, 10, 15)]
-    X, y, b_star = data.stack_problems(problems)
+    """Zero rows appended by ``data.sparse.stack_problems`` change none of the deep iterates."""
+    problems = [data.sparse.problem(20, 3, N, variance="1/N", seed=1, x_seed=1) for N in (6, 10, 15)]
+    X, y, b_star = data.sparse.stack_problems(problems)
     kw = dict(alpha=0.05, init_scale=0.5, steps=150, seed=0, record_b=True, device="cpu")
     batch = sparse.deep(X, y, b_star=b_star, depth=[2, 3, 2], **kw)
     for g, (p, L) in enumerate(zip(problems, [2, 3, 2])):
@@ -99,7 +99,7 @@ def test_update_direction_against_autograd(problem) -> None:
                 b = b * F
             return (0.5 * torch.sum((X @ b - y) ** 2) + beta2 / 2 * sum(torch.sum(F**2) for F in factors)
                     + beta1 * sum(torch.sum(torch.abs(F)) for F in factors))
-        grads = theory.autograd_gradients(f, *B[g, :depth])
+        grads = theory.matrix.autograd_gradients(f, *B[g, :depth])
         np.testing.assert_allclose(direction[g, :depth], np.stack(grads), rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(new.numpy()[1, 3], 1.0)  # padding never moves
 
@@ -109,7 +109,7 @@ def test_diagonal_network_is_the_deep_factorization_with_diagonal_factors() -> N
     sensing reads only the diagonal: it is then the diagonal network with constant factors (the
     nuclear subgradient of a diagonal matrix is diag(sign))."""
     n, N = 6, 4
-    p = data.make_problem(n, 2, N, variance="1/N", seed=3)
+    p = data.sparse.problem(n, 2, N, variance="1/N", seed=3)
     sensing = np.zeros((N, n * n))
     sensing[:, np.arange(n) * (n + 1)] = p.X  # column-major vec: the diagonal entries
     kw = dict(alpha=0.05, beta2=1e-2, steps=100, init_scale=0.8, record_A=True, device="cpu")

@@ -16,7 +16,7 @@ from grokkit.kernels import fused, sparse  # noqa: E402
 
 @pytest.fixture(scope="module")
 def problem():
-    return data.make_problem(20, 3, 8, variance="1/N", snr=1e4, seed=2)
+    return data.sparse.problem(20, 3, 8, variance="1/N", snr=1e4, seed=2)
 
 
 def numpy_gradient_descent(X, y, b1, alpha, beta2, steps):
@@ -37,7 +37,7 @@ def test_ridge_iterates_against_a_plain_loop(problem, beta2) -> None:
     alpha = 1.0 / np.linalg.norm(X, 2) ** 2
     loop = numpy_gradient_descent(X, y, b1, alpha, beta2, 300)
     t = np.array([0, 1, 2, 17, 300])
-    np.testing.assert_allclose(theory.ridge_iterates(X, y, b1, alpha, beta2, t), loop[t], atol=1e-11)
+    np.testing.assert_allclose(theory.sparse.ridge_iterates(X, y, b1, alpha, beta2, t), loop[t], atol=1e-11)
 
 
 def test_ridge_iterates_null_space_decays_like_one_minus_alpha_beta2(problem) -> None:
@@ -47,18 +47,18 @@ def test_ridge_iterates_null_space_decays_like_one_minus_alpha_beta2(problem) ->
     null = Vt[X.shape[0]:].T @ Vt[X.shape[0]:]          # projector on the null space of X
     b1 = null @ np.ones(n) * 10.0
     alpha, beta2, t = 0.1, 1e-3, 5000
-    b = theory.ridge_iterates(X, y, b1, alpha, beta2, [t])[0]
+    b = theory.sparse.ridge_iterates(X, y, b1, alpha, beta2, [t])[0]
     np.testing.assert_allclose(null @ b, (1 - alpha * beta2) ** t * b1, atol=1e-12)
     # at large t the iterate is the ridge solution, whatever the start
-    far = theory.ridge_iterates(X, y, b1, alpha, beta2, [10**8])[0]
-    np.testing.assert_allclose(far, data.least_squares(X, y, beta2), atol=1e-12)
+    far = theory.sparse.ridge_iterates(X, y, b1, alpha, beta2, [10**8])[0]
+    np.testing.assert_allclose(far, data.sparse.least_squares(X, y, beta2), atol=1e-12)
 
 
 def test_ridge_iterates_matches_the_kernel(problem) -> None:
     X, y = problem.X, problem.y
     traj = sparse.subgradient(X, y, alpha=0.05, beta1=0.0, beta2=1e-2, init_scale=5.0, init="constant",
                               steps=2000, record_b=True, dense=100, per_decade=10, device="cpu", progress=False)
-    pred = theory.ridge_iterates(X, y, 5.0 * np.ones(X.shape[1]), 0.05, 1e-2, traj.steps)
+    pred = theory.sparse.ridge_iterates(X, y, 5.0 * np.ones(X.shape[1]), 0.05, 1e-2, traj.steps)
     np.testing.assert_allclose(traj.b[0], pred, atol=1e-10)
 
 
@@ -73,7 +73,7 @@ def test_ridge_iterates_matches_the_kernel(problem) -> None:
 def test_ridge_iterates_bad_inputs(problem, kwargs, message) -> None:
     args = dict(b1=np.ones(20), alpha=0.1, beta2=0.0, t=[1]) | kwargs
     with pytest.raises(ValueError, match=message):
-        theory.ridge_iterates(problem.X, problem.y, **args)
+        theory.sparse.ridge_iterates(problem.X, problem.y, **args)
 
 
 # ------------------------------------------------------------------ one initialisation per configuration

@@ -64,20 +64,20 @@ def test_ball_entry_time_printed_condition_gives_a_negative_step_in_the_gap():
     n, alpha, beta1, rho = 100, 0.1, 1e-3, 0.9
     low, high = alpha * beta1 / (1 - rho), alpha * beta1 * math.sqrt(n) / (1 - rho)
     d0 = math.sqrt(low * high)  # in the gap of the printed condition
-    corrected = theory.ball_entry_time(d0, n, alpha, beta1, rho)
-    printed = theory.ball_entry_time(d0, n, alpha, beta1, rho, condition="printed")
+    corrected = theory.sparse.ball_entry_time(d0, n, alpha, beta1, rho)
+    printed = theory.sparse.ball_entry_time(d0, n, alpha, beta1, rho, condition="printed")
     # by hand: ceil(-ln((1 - rho) d0 / (alpha beta1 sqrt n)) / ln rho) = ceil(-ln(n^{-1/4}) / ln rho)
     assert float(corrected) == 0.0
     assert float(printed) == math.ceil(math.log(n ** 0.25) / math.log(rho)) < 0
     # above the gap both conditions agree; p = inf has no gap
     d_far = 10 * high
-    assert float(theory.ball_entry_time(d_far, n, alpha, beta1, rho, condition="printed")) == \
-        float(theory.ball_entry_time(d_far, n, alpha, beta1, rho)) == \
+    assert float(theory.sparse.ball_entry_time(d_far, n, alpha, beta1, rho, condition="printed")) == \
+        float(theory.sparse.ball_entry_time(d_far, n, alpha, beta1, rho)) == \
         math.ceil(-math.log((1 - rho) * d_far / (alpha * beta1 * math.sqrt(n))) / math.log(rho))
-    assert float(theory.ball_entry_time(d0, n, alpha, beta1, rho, p=math.inf, condition="printed")) == \
-        float(theory.ball_entry_time(d0, n, alpha, beta1, rho, p=math.inf))
+    assert float(theory.sparse.ball_entry_time(d0, n, alpha, beta1, rho, p=math.inf, condition="printed")) == \
+        float(theory.sparse.ball_entry_time(d0, n, alpha, beta1, rho, p=math.inf))
     with pytest.raises(ValueError, match="condition"):
-        theory.ball_entry_time(d0, n, alpha, beta1, rho, condition="paper")
+        theory.sparse.ball_entry_time(d0, n, alpha, beta1, rho, condition="paper")
 
 
 def test_component_map_draws_the_thresholded_values_on_a_log_time_axis():
@@ -118,10 +118,10 @@ def test_gradient_bound_is_the_norm_of_A_times_twice_the_lemma_floor():
     alpha, beta1, beta2, rho, t = 0.1, 1e-3, 0.05, 0.9, np.array([0, 1, 10, 100])
     lam_max = np.linalg.eigvalsh(X.T @ X).max()
     expected = (lam_max + beta2) * 2 * alpha * beta1 * 3.0 * (1 - rho**t) / (1 - rho)  # sqrt(9) = 3
-    np.testing.assert_allclose(theory.gradient_bound(X, alpha, beta1, rho, t, beta2=beta2), expected, rtol=1e-12)
+    np.testing.assert_allclose(theory.sparse.gradient_bound(X, alpha, beta1, rho, t, beta2=beta2), expected, rtol=1e-12)
     A = X.T @ X + beta2 * np.eye(9)
     inf = np.abs(A).sum(axis=1).max() * 2 * alpha * beta1 * 1.0 * (1 - rho**t) / (1 - rho)
-    np.testing.assert_allclose(theory.gradient_bound(X, alpha, beta1, rho, t, beta2=beta2, p=math.inf), inf,
+    np.testing.assert_allclose(theory.sparse.gradient_bound(X, alpha, beta1, rho, t, beta2=beta2, p=math.inf), inf,
                                rtol=1e-12)
     # it bounds ||G(b)|| for any b within the theorem's radius of b_hat
     y = rng.normal(size=6)
@@ -130,16 +130,16 @@ def test_gradient_bound_is_the_norm_of_A_times_twice_the_lemma_floor():
     direction = rng.normal(size=9)
     b = b_hat + radius * direction / np.linalg.norm(direction)
     G = X.T @ (X @ b - y) + beta2 * b
-    assert np.linalg.norm(G) <= theory.gradient_bound(X, alpha, beta1, rho, 10**6, beta2=beta2) * (1 + 1e-12)
+    assert np.linalg.norm(G) <= theory.sparse.gradient_bound(X, alpha, beta1, rho, 10**6, beta2=beta2) * (1 + 1e-12)
     with pytest.raises(ValueError, match="beta2"):
-        theory.gradient_bound(X, alpha, beta1, rho, 1, beta2=-1.0)
+        theory.sparse.gradient_bound(X, alpha, beta1, rho, 1, beta2=-1.0)
     with pytest.raises(ValueError, match="X"):
-        theory.gradient_bound(np.full((2, 2), np.nan), alpha, beta1, rho, 1)
+        theory.sparse.gradient_bound(np.full((2, 2), np.nan), alpha, beta1, rho, 1)
 
 
 def test_generalization_step_counts_the_shrinkage_of_the_largest_component():
     b = np.array([[0.3, -0.5, 0.1], [0.02, 0.0, -0.01]])
-    steps = theory.generalization_step([10, 5], b, 0.1, 0.01)
+    steps = theory.sparse.generalization_step([10, 5], b, 0.1, 0.01)
     np.testing.assert_array_equal(steps, [10 + math.floor(0.5 / 1e-3), 5 + math.floor(0.02 / 1e-3)])
     # the bare shrinkage b <- b - alpha beta1 sign(b) reaches |b| <= alpha beta1 exactly then (Theorem C.12)
     x, k = b[0].copy(), 0
@@ -147,9 +147,9 @@ def test_generalization_step_counts_the_shrinkage_of_the_largest_component():
         x -= 1e-3 * np.sign(x)
         k += 1
     assert k <= steps[0] - 10 <= k + 1
-    assert np.isinf(theory.generalization_step(0, b[0], 0.1, 0.0))
+    assert np.isinf(theory.sparse.generalization_step(0, b[0], 0.1, 0.0))
     with pytest.raises(ValueError, match="t1"):
-        theory.generalization_step(-1, b[0], 0.1, 0.01)
+        theory.sparse.generalization_step(-1, b[0], 0.1, 0.01)
 
 
 def test_bound_check_labels_its_y_axis():

@@ -13,7 +13,7 @@ from grokkit.kernels import sparse
 
 @pytest.fixture(scope="module")
 def problem():
-    return data.make_problem(20, 3, 8, variance="1/N", snr=10.0, seed=3)
+    return data.sparse.problem(20, 3, 8, variance="1/N", snr=10.0, seed=3)
 
 
 def numpy_f(X, y, b, beta1, beta2):
@@ -32,9 +32,9 @@ def test_objective_gradient_and_subgradient_against_numpy(problem) -> None:
     b = rng.randn(3, 4, X.shape[1])
     b[0, 0, :5] = 0.0  # sign(0) = 0
     beta1, beta2 = np.array([0.0, 0.5, 2.0]), np.array([0.1, 0.0, 0.3])
-    f = theory.sparse_objective(X, y, b, beta1, beta2)
-    F = theory.sparse_subgradient(X, y, b, beta1, beta2)
-    G = theory.sparse_gradient(X, y, b, beta2)
+    f = theory.sparse.objective(X, y, b, beta1, beta2)
+    F = theory.sparse.subgradient(X, y, b, beta1, beta2)
+    G = theory.sparse.gradient(X, y, b, beta2)
     assert f.shape == (3, 4) and F.shape == G.shape == b.shape
     for g in range(3):
         for k in range(4):
@@ -42,21 +42,21 @@ def test_objective_gradient_and_subgradient_against_numpy(problem) -> None:
             np.testing.assert_allclose(F[g, k], numpy_F(X, y, b[g, k], beta1[g], beta2[g]), atol=1e-12)
             np.testing.assert_allclose(G[g, k], numpy_F(X, y, b[g, k], 0.0, beta2[g]), atol=1e-12)
     # one vector, scalar coefficients
-    assert theory.sparse_objective(X, y, b[1, 2], 0.5, 0.0) == pytest.approx(numpy_f(X, y, b[1, 2], 0.5, 0.0))
+    assert theory.sparse.objective(X, y, b[1, 2], 0.5, 0.0) == pytest.approx(numpy_f(X, y, b[1, 2], 0.5, 0.0))
 
 
 def test_f_star_has_half_the_noise_energy(problem) -> None:
     """Theorem C.3's f* = f(b*) = beta1 ||b*||_1 + beta2/2 ||b*||^2 + 1/2 ||xi||^2 (the paper prints ||xi||^2)."""
     X, y, b_star, xi = problem.X, problem.y, problem.b_star, problem.xi
     assert np.linalg.norm(xi) > 0
-    f = theory.sparse_objective(X, y, b_star, 0.3, 0.2)
+    f = theory.sparse.objective(X, y, b_star, 0.3, 0.2)
     assert f == pytest.approx(0.3 * np.abs(b_star).sum() + 0.1 * np.sum(b_star**2) + 0.5 * np.sum(xi**2), rel=1e-12)
 
 
 def test_the_subgradient_is_the_kernels_update_direction(problem) -> None:
     traj = sparse.subgradient(problem.X, problem.y, alpha=0.2, beta1=0.05, beta2=0.1, steps=1, init_scale=1.0,
                               record_b=True, device="cpu")
-    F = theory.sparse_subgradient(problem.X, problem.y, traj.b[0, 0], 0.05, 0.1)
+    F = theory.sparse.subgradient(problem.X, problem.y, traj.b[0, 0], 0.05, 0.1)
     np.testing.assert_allclose(traj.b[0, 1], traj.b[0, 0] - 0.2 * F, atol=1e-13)
 
 
@@ -96,13 +96,13 @@ def test_theorem_c3_holds_on_a_run_every_step_recorded(problem) -> None:
     steps = 400
     traj = sparse.subgradient(X, y, alpha=[0.3, 0.3], beta1=0.05, alpha_decay=[np.inf, 5.0], steps=steps,
                               init_scale=1.0, record_b=True, dense=steps, device="cpu")
-    f = theory.sparse_objective(X, y, traj.b, 0.05)
-    F = np.linalg.norm(theory.sparse_subgradient(X, y, traj.b, 0.05), axis=-1)
+    f = theory.sparse.objective(X, y, traj.b, 0.05)
+    F = np.linalg.norm(theory.sparse.subgradient(X, y, traj.b, 0.05), axis=-1)
     T = traj.steps + 1
     f_best, L = metrics.best_so_far(f), metrics.best_so_far(F, largest=True)
     R = np.linalg.norm(traj.b[:, 0] - b_star, axis=-1)
-    bound = theory.subgradient_gap_bound(R, L, 0.3, T, [np.inf, 5.0])
-    gap = f_best - theory.sparse_objective(X, y, b_star, 0.05)
+    bound = theory.convergence.subgradient_gap_bound(R, L, 0.3, T, [np.inf, 5.0])
+    gap = f_best - theory.sparse.objective(X, y, b_star, 0.05)
     assert (gap <= bound).all()
     # the same bound by hand at the last T
     for g, decay in enumerate((np.inf, 5.0)):
@@ -116,8 +116,8 @@ def test_theorem_c3_holds_on_a_run_every_step_recorded(problem) -> None:
 def test_l1_dominance_threshold(problem) -> None:
     X = problem.X
     lam = np.linalg.eigvalsh(X.T @ X).max()
-    assert theory.l1_dominance_threshold(X) == pytest.approx(lam / np.sqrt(20), rel=1e-12)
-    assert theory.l1_dominance_threshold(X, 0.5) == pytest.approx((lam + 0.5) / np.sqrt(20), rel=1e-12)
+    assert theory.sparse.dominance_threshold(X) == pytest.approx(lam / np.sqrt(20), rel=1e-12)
+    assert theory.sparse.dominance_threshold(X, 0.5) == pytest.approx((lam + 0.5) / np.sqrt(20), rel=1e-12)
 
 
 def test_sign_flips_known_answer() -> None:
@@ -149,15 +149,15 @@ def test_sign_flips_against_a_loop_on_a_run(problem) -> None:
 # ------------------------------------------------------------------ bad inputs
 
 @pytest.mark.parametrize("call, message", [
-    (lambda p: theory.sparse_objective(p.X, p.y[:-1], p.b_star, 0.1), r"X, y and b must have shapes \(N, n\)"),
-    (lambda p: theory.sparse_objective(p.X, p.y, p.b_star[:-1], 0.1), r"X, y and b must have shapes"),
-    (lambda p: theory.sparse_objective(p.X, p.y, p.b_star, -0.1), r"beta1 must be in \[0.0, inf\), got -0.1"),
-    (lambda p: theory.sparse_objective(p.X, p.y, np.ones((2, 20)), [0.1, 0.2, 0.3]),
+    (lambda p: theory.sparse.objective(p.X, p.y[:-1], p.b_star, 0.1), r"X, y and b must have shapes \(N, n\)"),
+    (lambda p: theory.sparse.objective(p.X, p.y, p.b_star[:-1], 0.1), r"X, y and b must have shapes"),
+    (lambda p: theory.sparse.objective(p.X, p.y, p.b_star, -0.1), r"beta1 must be in \[0.0, inf\), got -0.1"),
+    (lambda p: theory.sparse.objective(p.X, p.y, np.ones((2, 20)), [0.1, 0.2, 0.3]),
      r"beta1 must be a scalar or have the leading shape of b \(2,\), got shape \(3,\)"),
-    (lambda p: theory.sparse_gradient(p.X, p.y, p.b_star * np.nan), r"b must be finite"),
-    (lambda p: theory.sparse_gradient(p.X, p.y, p.b_star, beta2=float("inf")), r"beta2 must be"),
-    (lambda p: theory.sparse_subgradient(p.X * np.inf, p.y, p.b_star, 0.1), r"X must be finite"),
-    (lambda p: theory.l1_dominance_threshold(p.X, -1.0), r"beta2 must be in \[0.0, inf\), got -1.0"),
+    (lambda p: theory.sparse.gradient(p.X, p.y, p.b_star * np.nan), r"b must be finite"),
+    (lambda p: theory.sparse.gradient(p.X, p.y, p.b_star, beta2=float("inf")), r"beta2 must be"),
+    (lambda p: theory.sparse.subgradient(p.X * np.inf, p.y, p.b_star, 0.1), r"X must be finite"),
+    (lambda p: theory.sparse.dominance_threshold(p.X, -1.0), r"beta2 must be in \[0.0, inf\), got -1.0"),
     (lambda p: metrics.sign_flips(np.arange(3), np.ones((3, 20))), r"steps and b must have shapes \(T,\) and \(G, T, n\)"),
     (lambda p: metrics.sign_flips(np.arange(4), np.ones((1, 3, 20))), r"steps and b must have shapes"),
     (lambda p: sparse.subgradient(p.X, p.y, alpha=0.1, beta1=0.1, steps=5, alpha_decay=-1.0),

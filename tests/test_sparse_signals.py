@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 def test_digit_signal_has_the_papers_sparsity():
     from sklearn.datasets import load_digits
 
-    b = data.digit_signal()
+    b = data.sparse.digit_signal()
     digits = load_digits()
     assert digits.target[0] == 0 and b.shape == (64,)
     assert np.count_nonzero(b) == 22                      # the paper's s = 22 (34.38 %)
@@ -26,7 +26,7 @@ def test_digit_signal_has_the_papers_sparsity():
 
 @pytest.mark.parametrize("n", [7, 8, 100])
 def test_fourier_dictionary_is_orthonormal_real_fourier(n):
-    phi = data.dictionary(n, "fourier")
+    phi = data.sparse.dictionary(n, "fourier")
     np.testing.assert_allclose(phi.T @ phi, np.eye(n), atol=1e-12)
     j = np.arange(n)
     np.testing.assert_allclose(phi[:, 3], math.sqrt(2 / n) * np.cos(2 * np.pi * 2 * j / n), atol=1e-14)
@@ -36,10 +36,10 @@ def test_fourier_dictionary_is_orthonormal_real_fourier(n):
 def test_sinusoid_signal_matches_the_time_domain_formula():
     F, A = [10, 25, 40, 75, 95], [1.0, 0.8, 1.2, 1.5, 0.5]
     P = [0.0, np.pi / 4, 3 * np.pi / 8, 3 * np.pi / 4, np.pi]
-    b = data.sinusoid_signal()
+    b = data.sparse.sinusoid_signal()
     t = np.arange(100)
     a = sum(Ak * np.cos(2 * np.pi * k * t / 100 + p) for k, Ak, p in zip(F, A, P))
-    np.testing.assert_allclose(data.dictionary(100, "fourier") @ b, a, atol=1e-12)
+    np.testing.assert_allclose(data.sparse.dictionary(100, "fourier") @ b, a, atol=1e-12)
     # hand-worked: 75 folds onto 25 (phase -3pi/4) and 95 onto 5 (phase -pi):
     # 0.8 cos(x + pi/4) + 1.5 cos(x - 3pi/4) = -0.7 cos(x + pi/4)
     r = math.sqrt(50)
@@ -53,45 +53,45 @@ def test_sinusoid_signal_matches_the_time_domain_formula():
 
 def test_sinusoid_signal_rejects_bad_input():
     with pytest.raises(ValueError, match="same length"):
-        data.sinusoid_signal(100, [1, 2], [1.0], [0.0])
+        data.sparse.sinusoid_signal(100, [1, 2], [1.0], [0.0])
     with pytest.raises(ValueError, match="n must be"):
-        data.sinusoid_signal(1)
+        data.sparse.sinusoid_signal(1)
     with pytest.raises(ValueError, match="amplitudes must give a nonzero signal"):
-        data.sinusoid_signal(100, [3], [0.0], [0.0])
+        data.sparse.sinusoid_signal(100, [3], [0.0], [0.0])
 
 
 def test_signal_problem_measures_the_given_signal():
-    b = data.sinusoid_signal()
-    p = data.signal_problem(b, 30, basis="fourier", variance="1/N", seed=4)
-    phi = data.dictionary(100, "fourier")
-    X_raw = data.measurement_matrix(30, phi, 0.0, "1/N", 4)
+    b = data.sparse.sinusoid_signal()
+    p = data.sparse.signal_problem(b, 30, basis="fourier", variance="1/N", seed=4)
+    phi = data.sparse.dictionary(100, "fourier")
+    X_raw = data.sparse.measurement_matrix(30, phi, 0.0, "1/N", 4)
     np.testing.assert_allclose(p.X, X_raw @ phi)
     np.testing.assert_allclose(p.y, X_raw @ (phi @ b))       # measurements of a* = phi b*
     assert p.s == 6 and p.xi.sum() == 0
     with pytest.raises(ValueError, match="b_star must be a nonzero vector"):
-        data.signal_problem(np.zeros(5), 3)
+        data.sparse.signal_problem(np.zeros(5), 3)
     with pytest.raises(ValueError, match="N must be"):
-        data.signal_problem(b, 0)
+        data.sparse.signal_problem(b, 0)
 
 
 def test_make_problem_unchanged_by_the_refactor():
-    p = data.make_problem(100, 5, 30, variance="1/N", snr=1e8, seed=1)
+    p = data.sparse.problem(100, 5, 30, variance="1/N", snr=1e8, seed=1)
     phi = np.eye(100)
-    X = data.measurement_matrix(30, phi, 0.0, "1/N", 1)
-    xi = data.noise(30, 1e8, 0.05, 1)
+    X = data.sparse.measurement_matrix(30, phi, 0.0, "1/N", 1)
+    xi = data.sparse.noise(30, 1e8, 0.05, 1)
     np.testing.assert_array_equal(p.X, X)
-    np.testing.assert_array_equal(p.y, X @ data.sparse_signal(100, 5, 1) + xi)
+    np.testing.assert_array_equal(p.y, X @ data.sparse.sparse_signal(100, 5, 1) + xi)
 
 
 def test_polynomial_features_hand_worked():
-    q = data.polynomial_features(np.array([[2.0, 3.0]]))
+    q = data.sparse.polynomial_features(np.array([[2.0, 3.0]]))
     np.testing.assert_array_equal(q, [[4.0, 6.0, 9.0, 2.0, 3.0]])   # x1², x1x2, x2², x1, x2
     with pytest.raises(ValueError, match="x must be a matrix"):
-        data.polynomial_features(np.ones(3))
+        data.sparse.polynomial_features(np.ones(3))
 
 
 def test_polynomial_problem_values_are_the_polynomial():
-    p = data.polynomial_problem(4, 3, 12, seed=2)
+    p = data.sparse.polynomial_problem(4, 3, 12, seed=2)
     assert p.n == 4 * 5 // 2 + 4 and p.s == 3 and p.N == 12
     x = np.random.default_rng([2, 3]).standard_normal((12, 4))
     a = p.b_star
@@ -100,7 +100,7 @@ def test_polynomial_problem_values_are_the_polynomial():
     poly = np.einsum("ki,ij,kj->k", x, M, x) + x @ a[10:]       # p*(x) computed directly
     np.testing.assert_allclose(p.y * math.sqrt(12), poly, atol=1e-12)
     with pytest.raises(ValueError, match="s must be"):
-        data.polynomial_problem(2, 6, 10)
+        data.sparse.polynomial_problem(2, 6, 10)
 
 
 def test_snapshots_draws_images_and_curves():

@@ -11,11 +11,11 @@ from grokkit import data, metrics, theory
 
 
 def test_sn_problems_order_labels_and_nested_rows():
-    problems, labels = data.sn_problems(30, [1, 4], [6, 10, 15], variance="1/N", seed=1, x_seed=1)
+    problems, labels = data.sparse.sn_problems(30, [1, 4], [6, 10, 15], variance="1/N", seed=1, x_seed=1)
     np.testing.assert_array_equal(labels["s"], [1, 1, 1, 4, 4, 4])
     np.testing.assert_array_equal(labels["N"], [6, 10, 15, 6, 10, 15])
     for q, s, N in zip(problems, labels["s"], labels["N"]):
-        ref = data.make_problem(30, s, N, variance="1/N", seed=1, x_seed=1)
+        ref = data.sparse.problem(30, s, N, variance="1/N", seed=1, x_seed=1)
         np.testing.assert_array_equal(q.X, ref.X)
         np.testing.assert_array_equal(q.y, ref.y)
         assert q.s == s and q.N == N
@@ -27,22 +27,22 @@ def test_sn_problems_order_labels_and_nested_rows():
 
 def test_sn_problems_refuses_bad_grids_before_drawing():
     with pytest.raises(ValueError, match=r"s must be an integer in \[1, n\] = \[1, 30\], got 31"):
-        data.sn_problems(30, [1, 31], [10])
+        data.sparse.sn_problems(30, [1, 31], [10])
     with pytest.raises(ValueError, match="s must be a grid of distinct integers"):
-        data.sn_problems(30, [5, 5], [10])
+        data.sparse.sn_problems(30, [5, 5], [10])
     with pytest.raises(ValueError, match=r"N must be an integer in \[1, inf\), got 0"):
-        data.sn_problems(30, [5], [0, 10])
+        data.sparse.sn_problems(30, [5], [0, 10])
     with pytest.raises(ValueError, match="N must be a grid of distinct integers"):
-        data.sn_problems(30, [5], [10, 10])
+        data.sparse.sn_problems(30, [5], [10, 10])
     with pytest.raises(ValueError, match="variance"):
-        data.sn_problems(30, [5], [10], variance="1/s")
+        data.sparse.sn_problems(30, [5], [10], variance="1/s")
     with pytest.raises(ValueError, match="x_seed"):
-        data.sn_problems(30, [5], [10], x_seed=-1)
+        data.sparse.sn_problems(30, [5], [10], x_seed=-1)
 
 
 @pytest.mark.parametrize("init", ["random", "constant"])
 def test_initial_point_is_the_kernels_first_iterate(init):
-    p = data.make_problem(20, 3, 10, seed=2)
+    p = data.sparse.problem(20, 3, 10, seed=2)
     traj = gk.kernels.subgradient(p.X, p.y, b_star=p.b_star, alpha=0.1, beta1=1e-3, steps=3, init=init,
                                   init_scale=0.5, seed=7, record_b=True, device="cpu")
     b1 = gk.kernels.initial_point(20, 0.5, init, 7)
@@ -70,29 +70,29 @@ def _t1_numpy(X, y, b1, alpha, beta1):
 
 
 def test_row_space_memorization_time_against_numpy_and_on_a_stack():
-    problems, _ = data.sn_problems(40, [2, 5], [8, 20], variance="1/N", seed=3, x_seed=4)
+    problems, _ = data.sparse.sn_problems(40, [2, 5], [8, 20], variance="1/N", seed=3, x_seed=4)
     b1 = gk.kernels.initial_point(40, 1e-2, "random", 1)
-    alone = [theory.row_space_memorization_time(q.X, q.y, b1, 0.1, 1e-3) for q in problems]
+    alone = [theory.sparse.row_space_memorization_time(q.X, q.y, b1, 0.1, 1e-3) for q in problems]
     assert alone == [_t1_numpy(q.X, q.y, b1, 0.1, 1e-3) for q in problems]
-    X, y, _ = data.stack_problems(problems)  # zero rows change nothing
-    np.testing.assert_array_equal(theory.row_space_memorization_time(X, y, b1, 0.1, 1e-3), alone)
+    X, y, _ = data.sparse.stack_problems(problems)  # zero rows change nothing
+    np.testing.assert_array_equal(theory.sparse.row_space_memorization_time(X, y, b1, 0.1, 1e-3), alone)
     # a smaller alpha beta1 takes longer
-    assert theory.row_space_memorization_time(problems[0].X, problems[0].y, b1, 0.1, 1e-5) > alone[0]
+    assert theory.sparse.row_space_memorization_time(problems[0].X, problems[0].y, b1, 0.1, 1e-5) > alone[0]
 
 
 def test_row_space_memorization_time_refuses_bad_input():
-    q = data.make_problem(20, 3, 10)
+    q = data.sparse.problem(20, 3, 10)
     b1 = np.zeros(20)
     with pytest.raises(ValueError, match="X, y and b1 must have shapes"):
-        theory.row_space_memorization_time(q.X, q.y[:5], b1, 0.1, 1e-3)
+        theory.sparse.row_space_memorization_time(q.X, q.y[:5], b1, 0.1, 1e-3)
     with pytest.raises(ValueError, match="X, y and b1 must have shapes"):
-        theory.row_space_memorization_time(q.X, q.y, b1[:5], 0.1, 1e-3)
+        theory.sparse.row_space_memorization_time(q.X, q.y, b1[:5], 0.1, 1e-3)
     with pytest.raises(ValueError, match=r"alpha must be in \(0.0, inf\), got 0.0"):
-        theory.row_space_memorization_time(q.X, q.y, b1, 0.0, 1e-3)
+        theory.sparse.row_space_memorization_time(q.X, q.y, b1, 0.0, 1e-3)
     with pytest.raises(ValueError, match="beta1 must be in"):
-        theory.row_space_memorization_time(q.X, q.y, b1, 0.1, -1.0)
+        theory.sparse.row_space_memorization_time(q.X, q.y, b1, 0.1, -1.0)
     with pytest.raises(ValueError, match="b1 must be finite|b1"):
-        theory.row_space_memorization_time(q.X, q.y, np.full(20, np.nan), 0.1, 1e-3)
+        theory.sparse.row_space_memorization_time(q.X, q.y, np.full(20, np.nan), 0.1, 1e-3)
 
 
 def test_sweep_summary_hand_worked():
@@ -119,8 +119,8 @@ def test_sweep_summary_hand_worked():
 
 
 def test_sweep_summary_on_a_run_matches_the_rules():
-    problems, labels = data.sn_problems(30, [2, 4], [10, 20], variance="1/N", seed=1)
-    X, y, b_star = data.stack_problems(problems)
+    problems, labels = data.sparse.sn_problems(30, [2, 4], [10, 20], variance="1/N", seed=1)
+    X, y, b_star = data.sparse.stack_problems(problems)
     traj = gk.kernels.subgradient(X, y, b_star=b_star, alpha=0.1, beta1=1e-3, steps=400, dense=50,
                                   per_decade=20, device="cpu")
     thresholds = np.where(labels["s"] == 2, 0.1, 0.05)

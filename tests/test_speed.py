@@ -38,7 +38,7 @@ def both_paths(kernel, torch_steps, *args, **kwargs):
 
 
 def problem(n1: int = 10, n2: int = 10, N: int = 80, seed: int = 0):
-    return data.make_matrix_problem(n1, n2, 2, N, seed=seed)
+    return data.matrix.problem(n1, n2, 2, N, seed=seed)
 
 
 # --- the SVD ------------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ def test_one_mask_per_configuration(torch_steps) -> None:
     """(G, n1, n2) masks and (G, N) y (the tau sweeps): each configuration runs its own problem,
     as the PyTorch steps do (100 steps: before the spurious singular values reach their floor,
     where rounding is amplified, see test_errors_t1_and_t2_agree_with_the_torch_path)."""
-    problems = [data.make_matrix_problem(10, 10, 2, 70, tau=tau, seed=0) for tau in (0.0, 0.5, 1.0)]
+    problems = [data.matrix.problem(10, 10, 2, 70, tau=tau, seed=0) for tau in (0.0, 0.5, 1.0)]
     masks, ys = np.stack([q.mask for q in problems]), np.stack([q.y for q in problems])
     assert len({m.tobytes() for m in masks}) == 3
     fast, ref = both_paths(mk.subgradient, torch_steps, masks, ys, (10, 10), alpha=0.5, beta_star=1e-3, steps=100,
@@ -216,7 +216,7 @@ def test_one_mask_per_configuration(torch_steps) -> None:
 
 def test_one_mask_per_configuration_bit_for_bit() -> None:
     """A batch of problems gives each configuration the numbers it gets alone."""
-    problems = [data.make_matrix_problem(10, 10, 2, 70, tau=tau, seed=0) for tau in (0.0, 1.0)]
+    problems = [data.matrix.problem(10, 10, 2, 70, tau=tau, seed=0) for tau in (0.0, 1.0)]
     masks, ys = np.stack([q.mask for q in problems]), np.stack([q.y for q in problems])
     both = mk.proximal(masks, ys, (10, 10), alpha=0.5, beta_star=1e-2, steps=1000, device="cpu", progress=False)
     for g, q in enumerate(problems):
@@ -262,13 +262,13 @@ def test_grokkit_fused_0_sensing_decay_and_large_matrices_use_the_torch_steps(mo
     p = problem()
     kwargs = {"alpha": 0.5, "beta_star": 1e-3, "steps": 20, "device": "cpu", "progress": False}
     assert mk.subgradient(p.mask, p.y, (10, 10), **kwargs).backend == "fused"
-    sensing = data.make_matrix_problem(6, 5, 2, 24, kind="sensing", seed=0)
+    sensing = data.matrix.problem(6, 5, 2, 24, kind="sensing", seed=0)
     assert mk.subgradient(sensing.X, sensing.y, (6, 5), **{**kwargs, "alpha": 0.1}).backend == "torch"
     assert mk.subgradient(p.mask, p.y, (10, 10), **kwargs, alpha_decay=10.0).backend == "torch"
     assert mk.subgradient(p.mask, p.y, (10, 10), **kwargs, alpha_decay=np.inf).backend == "fused"
     side = fused.MATRIX_MAX_SIDE
     for shape, backend in (((side, side + 5), "fused"), ((side + 1, side + 1), "torch")):
-        q = data.make_matrix_problem(*shape, 2, 3 * side, seed=0)
+        q = data.matrix.problem(*shape, 2, 3 * side, seed=0)
         assert mk.subgradient(q.mask, q.y, shape, **{**kwargs, "steps": 2}).backend == backend
     monkeypatch.setenv("GROKKIT_FUSED", "0")
     fused.library.cache_clear()

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grokkit import report, theory
-from grokkit.data import unvec, vec
+from grokkit.data.matrix import unvec, vec
 from grokkit.kernels.matrix import nuclear_iterates
 
 # --- Theorem D.9: the Monte-Carlo estimator ---------------------------------------------------------
@@ -21,22 +21,22 @@ def test_d9_monte_carlo_against_the_exact_expectation():
         # y - X a_hat = R y with R = I - X (X^T X + beta2 I)^+ X^T: E = ||R X a||^2 + sd^2 ||R||_F^2
         R = np.eye(N) - X @ np.linalg.pinv(X.T @ X + beta2 * np.eye(20)) @ X.T
         exact = np.sum((R @ X @ a) ** 2) + sd**2 * np.sum(R**2)
-        mean, se = theory.least_squares_residual_monte_carlo(X, shape, A_star, beta2, sd, draws=20_000, seed=1)
+        mean, se = theory.matrix.least_squares_residual_monte_carlo(X, shape, A_star, beta2, sd, draws=20_000, seed=1)
         assert abs(mean - exact) < 4 * se + 1e-12
-        assert theory.least_squares_residual_corrected(X, shape, A_star, beta2, sd) == pytest.approx(exact, rel=1e-9,
+        assert theory.matrix.least_squares_residual_corrected(X, shape, A_star, beta2, sd) == pytest.approx(exact, rel=1e-9,
                                                                                                     abs=1e-12)
     # seeded: same seed, same numbers; another seed, other numbers
-    one = theory.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, sd, draws=100, seed=3)
-    assert one == theory.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, sd, draws=100, seed=3)
-    assert one != theory.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, sd, draws=100, seed=4)
+    one = theory.matrix.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, sd, draws=100, seed=3)
+    assert one == theory.matrix.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, sd, draws=100, seed=3)
+    assert one != theory.matrix.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, sd, draws=100, seed=4)
     # noiseless: every draw is the same residual, standard error 0
-    mean, se = theory.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, 0.0, draws=10)
+    mean, se = theory.matrix.least_squares_residual_monte_carlo(X, shape, A_star, 0.2, 0.0, draws=10)
     R = np.eye(N) - X @ np.linalg.pinv(X.T @ X + 0.2 * np.eye(20)) @ X.T
     assert mean == pytest.approx(np.sum((R @ X @ a) ** 2), rel=1e-10) and se < 1e-12
     # completion: the mask operator
     mask = np.zeros(shape, bool)
     mask.flat[rng.choice(20, 9, replace=False)] = True
-    mean, se = theory.least_squares_residual_monte_carlo(mask, shape, A_star, 0.5, sd, draws=20_000)
+    mean, se = theory.matrix.least_squares_residual_monte_carlo(mask, shape, A_star, 0.5, sd, draws=20_000)
     exact = (0.5 / 1.5) ** 2 * (np.sum(A_star[mask] ** 2) + 9 * sd**2)  # each observed entry shrinks by 1/(1+beta2)
     assert abs(mean - exact) < 4 * se
 
@@ -48,7 +48,7 @@ def test_d9_monte_carlo_against_the_exact_expectation():
 def test_nuclear_subgradients_are_in_the_subdifferential(shape, r):
     rng = np.random.default_rng(r)
     A = rng.standard_normal((shape[0], r)) @ rng.standard_normal((r, shape[1]))
-    H = theory.nuclear_subgradients(A, 6, seed=2)
+    H = theory.matrix.nuclear_subgradients(A, 6, seed=2)
     assert H.shape == (7,) + shape
     U, s, Vt = np.linalg.svd(A, full_matrices=False)
     np.testing.assert_allclose(H[0], U @ Vt, atol=1e-12)  # the thin-SVD choice
@@ -64,11 +64,11 @@ def test_nuclear_subgradients_are_in_the_subdifferential(shape, r):
         np.testing.assert_allclose(H, np.broadcast_to(U @ Vt, H.shape), atol=1e-12)
     else:  # random contractions: distinct elements
         assert np.abs(H[1] - H[2]).max() > 1e-3
-    np.testing.assert_array_equal(H, theory.nuclear_subgradients(A, 6, seed=2))
+    np.testing.assert_array_equal(H, theory.matrix.nuclear_subgradients(A, 6, seed=2))
 
 
 def test_nuclear_subgradients_of_zero_are_contractions():
-    H = theory.nuclear_subgradients(np.zeros((4, 3)), 5, seed=0)
+    H = theory.matrix.nuclear_subgradients(np.zeros((4, 3)), 5, seed=0)
     norms = np.linalg.norm(H, 2, axis=(1, 2))
     assert np.all(norms <= 1 + 1e-12) and norms[1:].min() < 1 - 1e-6  # a scaled contraction, not only isometries
 
@@ -96,7 +96,7 @@ def test_nuclear_iterates_against_a_numpy_loop():
     assert got.shape == (41, 7, 5)
     np.testing.assert_allclose(got, want, atol=1e-10)
     measured = np.linalg.svd(got, compute_uv=False)
-    predicted = np.sort(theory.nuclear_singular_values(measured[0], 2.0, 40, 0.15), axis=1)[:, ::-1]
+    predicted = np.sort(theory.matrix.nuclear_singular_values(measured[0], 2.0, 40, 0.15), axis=1)[:, ::-1]
     assert np.abs(measured - predicted).max() < 1e-12
 
 
@@ -117,13 +117,13 @@ def test_compact_dynamics_keep_the_vanished_values_at_zero():
                                        atol=1e-12)
         ranks = [np.linalg.matrix_rank(M, tol=1e-9) for M in got]
         assert set(ranks[5:]) == late
-        predicted = theory.nuclear_singular_values(sigma, 0.25, 14, svd=svd)
+        predicted = theory.matrix.nuclear_singular_values(sigma, 0.25, 14, svd=svd)
         assert [int(np.sum(p > 1e-9)) for p in predicted] == ranks
     # the compact recursion by hand: values reaching 0 stay at 0
-    np.testing.assert_allclose(theory.nuclear_singular_values([1.0, 0.3, 0.0], 0.25, 6, svd="compact"),
+    np.testing.assert_allclose(theory.matrix.nuclear_singular_values([1.0, 0.3, 0.0], 0.25, 6, svd="compact"),
                                [[1, .3, 0], [.75, .05, 0], [.5, .2, 0], [.25, .05, 0], [0, .2, 0], [0, .05, 0],
                                 [0, .2, 0]], atol=1e-15)
-    np.testing.assert_allclose(theory.nuclear_singular_values([0.3, 0.0], 0.1, 4, svd="compact")[3:], [[0, 0]] * 2)
+    np.testing.assert_allclose(theory.matrix.nuclear_singular_values([0.3, 0.0], 0.1, 4, svd="compact")[3:], [[0, 0]] * 2)
 
 
 # --- Lemma D.14: the Kronecker Jacobian, autograd and finite differences ---------------------------
@@ -140,7 +140,7 @@ def test_product_jacobian_is_the_autograd_jacobian(L):
     factors = _factors(L, L)
     A = np.linalg.multi_dot(factors) if L > 1 else factors[0]
     for k in range(1, L + 1):
-        J = theory.product_jacobian(factors, k)
+        J = theory.matrix.product_jacobian(factors, k)
         np.testing.assert_allclose(J @ vec(factors[k - 1]), vec(A), atol=1e-12)
 
         def vec_product(Fk, k=k):  # column-major vec of the product as a function of factor k
@@ -165,10 +165,10 @@ def test_autograd_and_finite_differences_against_known_gradients():
     def loss(A, B):
         return 0.5 * ((A @ B) ** 2).sum() + torch.sin(A).sum()
 
-    gA, gB = theory.autograd_gradients(loss, A, B)
+    gA, gB = theory.matrix.autograd_gradients(loss, A, B)
     np.testing.assert_allclose(gA, A @ B @ B.T + np.cos(A), atol=1e-12)
     np.testing.assert_allclose(gB, A.T @ A @ B, atol=1e-12)
-    fd = theory.finite_difference_gradient(lambda M: loss(M, torch.as_tensor(B)), A, eps=1e-5)
+    fd = theory.matrix.finite_difference_gradient(lambda M: loss(M, torch.as_tensor(B)), A, eps=1e-5)
     np.testing.assert_allclose(fd, A @ B @ B.T + np.cos(A), atol=1e-8)
     # the deep-gradient formula against both references on a sensing loss
     factors = _factors(9, 3)
@@ -181,11 +181,11 @@ def test_autograd_and_finite_differences_against_known_gradients():
 
     P = np.linalg.multi_dot(factors)
     grad = unvec(X.T @ (X @ vec(P) - y), d0, dL)
-    auto = theory.autograd_gradients(lambda *F: g(F[0] @ F[1] @ F[2]), *factors)
-    formula = theory.deep_gradients(factors, grad)
+    auto = theory.matrix.autograd_gradients(lambda *F: g(F[0] @ F[1] @ F[2]), *factors)
+    formula = theory.matrix.deep_gradients(factors, grad)
     for k, (a, f) in enumerate(zip(auto, formula)):
         np.testing.assert_allclose(f, a, atol=1e-11)
-        fd = theory.finite_difference_gradient(
+        fd = theory.matrix.finite_difference_gradient(
             lambda Fk, k=k: g(torch.linalg.multi_dot([Fk if i == k else torch.as_tensor(M)
                                                       for i, M in enumerate(factors)])), factors[k])
         np.testing.assert_allclose(fd, f, atol=1e-6)
@@ -195,28 +195,28 @@ def test_autograd_and_finite_differences_against_known_gradients():
 
 _X = np.ones((5, 12))
 BAD = [
-    (lambda: theory.least_squares_residual_monte_carlo(_X, (3, 4), np.ones((3, 4)), 0.1, 0.2, draws=1),
+    (lambda: theory.matrix.least_squares_residual_monte_carlo(_X, (3, 4), np.ones((3, 4)), 0.1, 0.2, draws=1),
      r"draws must be an integer in \[2, inf\), got 1"),
-    (lambda: theory.least_squares_residual_monte_carlo(_X, (3, 4), np.ones((3, 4)), 0.1, -0.2),
+    (lambda: theory.matrix.least_squares_residual_monte_carlo(_X, (3, 4), np.ones((3, 4)), 0.1, -0.2),
      r"noise_std must be in \[0\.0, inf\), got -0\.2"),
-    (lambda: theory.least_squares_residual_monte_carlo(_X, (3, 4), np.ones((3, 4)), 0.1, 0.2, seed=-1),
+    (lambda: theory.matrix.least_squares_residual_monte_carlo(_X, (3, 4), np.ones((3, 4)), 0.1, 0.2, seed=-1),
      r"seed must be an integer in \[0, 2\*\*32 - 1\]"),
-    (lambda: theory.nuclear_subgradients(np.ones(3)), r"A must be a matrix \(2-d array\), got shape \(3,\)"),
-    (lambda: theory.nuclear_subgradients(np.eye(3), -1), r"count must be an integer in \[0, inf\), got -1"),
-    (lambda: theory.nuclear_subgradients(np.full((2, 2), np.nan)), r"A must be finite, got nan"),
-    (lambda: theory.nuclear_singular_values([1.0], 0.1, 3, svd="full"), r"svd must be one of 'thin', 'compact'"),
+    (lambda: theory.matrix.nuclear_subgradients(np.ones(3)), r"A must be a matrix \(2-d array\), got shape \(3,\)"),
+    (lambda: theory.matrix.nuclear_subgradients(np.eye(3), -1), r"count must be an integer in \[0, inf\), got -1"),
+    (lambda: theory.matrix.nuclear_subgradients(np.full((2, 2), np.nan)), r"A must be finite, got nan"),
+    (lambda: theory.matrix.nuclear_singular_values([1.0], 0.1, 3, svd="full"), r"svd must be one of 'thin', 'compact'"),
     (lambda: nuclear_iterates(np.eye(3), 0.0, 3), r"alpha must be in \(0\.0, inf\), got 0\.0"),
     (lambda: nuclear_iterates(np.eye(3), 0.1, -1), r"steps must be an integer in \[0, "),
     (lambda: nuclear_iterates(np.ones(3), 0.1, 2), r"A must be a matrix \(2-d array\), got shape \(3,\)"),
     (lambda: nuclear_iterates(np.eye(3), 0.1, 2, svd="full"), r"svd must be one of 'thin', 'compact'"),
-    (lambda: theory.product_jacobian([np.ones((2, 3)), np.ones((3, 2))], 3), r"k must be an integer in \[1, L\] = \[1, 2\], got 3"),
-    (lambda: theory.product_jacobian([np.ones((2, 3)), np.ones((2, 2))], 1), r"factors\[1\] must have 3 rows"),
-    (lambda: theory.product_jacobian([], 1), r"factors must be a non-empty sequence"),
-    (lambda: theory.autograd_gradients(3.0, np.eye(2)), r"loss must be a function"),
-    (lambda: theory.autograd_gradients(lambda A: A, np.eye(2)), r"loss must return a scalar, got shape \(2, 2\)"),
-    (lambda: theory.autograd_gradients(lambda: 0.0), r"arrays must hold at least one array"),
-    (lambda: theory.finite_difference_gradient(lambda A: A.sum(), np.eye(2), eps=0.0), r"eps must be in \(0\.0, inf\), got 0\.0"),
-    (lambda: theory.finite_difference_gradient(lambda A: A.sum(), np.array([np.inf])), r"x must be finite, got inf"),
+    (lambda: theory.matrix.product_jacobian([np.ones((2, 3)), np.ones((3, 2))], 3), r"k must be an integer in \[1, L\] = \[1, 2\], got 3"),
+    (lambda: theory.matrix.product_jacobian([np.ones((2, 3)), np.ones((2, 2))], 1), r"factors\[1\] must have 3 rows"),
+    (lambda: theory.matrix.product_jacobian([], 1), r"factors must be a non-empty sequence"),
+    (lambda: theory.matrix.autograd_gradients(3.0, np.eye(2)), r"loss must be a function"),
+    (lambda: theory.matrix.autograd_gradients(lambda A: A, np.eye(2)), r"loss must return a scalar, got shape \(2, 2\)"),
+    (lambda: theory.matrix.autograd_gradients(lambda: 0.0), r"arrays must hold at least one array"),
+    (lambda: theory.matrix.finite_difference_gradient(lambda A: A.sum(), np.eye(2), eps=0.0), r"eps must be in \(0\.0, inf\), got 0\.0"),
+    (lambda: theory.matrix.finite_difference_gradient(lambda A: A.sum(), np.array([np.inf])), r"x must be finite, got inf"),
     (lambda: report.check_parameters({"draws": 1}), r"draws must be an integer in \[2, inf\), got 1"),
     (lambda: report.check_parameters({"noise_std": -0.1}), r"noise_std must be in \[0\.0, inf\), got -0\.1"),
 ]

@@ -1,7 +1,7 @@
 """The two-factor models of the background papers (grokkit.kernels.matrix.two_factor): Woodworth
 et al.'s asymmetric W = UV^T of width k (§6) and Lyu et al.'s W = UU^T - VV^T with weight decay
 (§3.3.3, eq. 5), against plain numpy loops, autograd and a hand-worked step; the batched grid
-against one configuration at a time; their data (grokkit.data.multiplication_table,
+against one configuration at a time; their data (grokkit.data.background.multiplication_table,
 diagonal_measurements, low_rank_matrix's "gaussian" generator); bad inputs."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ D = 6
 def problem(seed: int = 0, N: int = 20, n1: int = D, n2: int = D):
     rs = np.random.RandomState(seed)
     A_star = rs.randn(n1, 1) @ rs.randn(1, n2)
-    mask = data.completion_mask(A_star, N, seed=seed)
+    mask = data.matrix.completion_mask(A_star, N, seed=seed)
     return A_star, mask, A_star[mask]
 
 
@@ -108,8 +108,8 @@ def test_batched_equals_one_at_a_time():
 def test_per_configuration_masks():
     """One mask per configuration (the same N) against each mask alone."""
     A_star, _, _ = problem(2)
-    masks, ys = data.completion_masks(A_star, 15, [0.0, 0.0], seed=0)
-    masks[1] = data.completion_mask(A_star, 15, seed=7)
+    masks, ys = data.matrix.completion_masks(A_star, 15, [0.0, 0.0], seed=0)
+    masks[1] = data.matrix.completion_mask(A_star, 15, seed=7)
     ys[1] = A_star[masks[1]]
     batch = mk.two_factor(masks, ys, (D, D), model="symmetric", alpha=0.1, init_scale=1.0, beta2=0.01, steps=100,
                           A_star=A_star, device="cpu")
@@ -140,7 +140,7 @@ def test_gradients_against_autograd(model, kind):
         r = Xt @ W.T.reshape(-1) - torch.as_tensor(y)
         return (r**2).sum() if model == "asymmetric" else (r**2).mean()
 
-    expected = theory.autograd_gradients(loss, U, V)
+    expected = theory.matrix.autograd_gradients(loss, U, V)
     op = mk.Measurements(kind, (D, D), **({"mask": torch.as_tensor(mask)} if kind == "completion"
                                           else {"X": torch.as_tensor(X)}))
     got = mk.two_factor_gradients([torch.as_tensor(U)[None], torch.as_tensor(V)[None]], op,
@@ -177,7 +177,7 @@ def test_diagonal_measurements_are_a_wide_diagonal_net():
     in Woodworth et al.'s proof, Appendix G): nearly so for small steps."""
     rs = np.random.RandomState(0)
     X, y = rs.randn(3, 4), rs.randn(3)
-    Xs = data.diagonal_measurements(X)
+    Xs = data.background.diagonal_measurements(X)
     W = rs.randn(4, 4)
     np.testing.assert_allclose(Xs @ W.reshape(-1, order="F"), X @ np.diag(W), rtol=1e-14)
     traj = mk.two_factor(Xs, y, (4, 4), model="asymmetric", width=50, init_scale=0.2, alpha=4e-3, steps=3000,
@@ -198,11 +198,11 @@ def test_diagonal_measurements_are_a_wide_diagonal_net():
 
 
 def test_data():
-    T = data.multiplication_table(5)
+    T = data.background.multiplication_table(5)
     i = np.arange(5)
     np.testing.assert_allclose(T, np.outer(i, i) / 25.0, rtol=1e-15, atol=0)
     assert np.linalg.matrix_rank(T) == 1
-    Y = data.low_rank_matrix(4, 3, 1, generator="gaussian", seed=2)
+    Y = data.matrix.low_rank_matrix(4, 3, 1, generator="gaussian", seed=2)
     rs = np.random.RandomState(2)
     np.testing.assert_allclose(Y, rs.randn(4, 1) @ rs.randn(3, 1).T, rtol=0, atol=0)
 
@@ -238,13 +238,13 @@ def test_bad_inputs(kwargs, message):
 
 def test_bad_data_inputs():
     with pytest.raises(ValueError, match="d must be"):
-        data.multiplication_table(1)
+        data.background.multiplication_table(1)
     with pytest.raises(ValueError, match="X must be a matrix"):
-        data.diagonal_measurements(np.ones(3))
+        data.background.diagonal_measurements(np.ones(3))
     with pytest.raises(ValueError, match="X must be finite|X must not|X"):
-        data.diagonal_measurements(np.array([[np.nan, 1.0]]))
+        data.background.diagonal_measurements(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="singular_values must be None for generator 'gaussian'"):
-        data.low_rank_matrix(3, 3, 1, generator="gaussian", singular_values=[1.0])
+        data.matrix.low_rank_matrix(3, 3, 1, generator="gaussian", singular_values=[1.0])
 
 
 def test_divergence_is_reported_and_the_others_run_on():

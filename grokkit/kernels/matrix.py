@@ -143,7 +143,7 @@ def nuclear_iterates(A, alpha: float, steps: int, beta_star: float = 1.0, *, svd
     min(n1, n2) singular vectors, as the kernels); ``svd="compact"``: only the singular vectors of the
     singular values above ``tol`` times αβ* (the theorem's compact SVD: a singular value that has
     reached 0 is not kicked again). Returns the iterates (steps + 1, n1, n2), row k after k updates;
-    :func:`grokkit.theory.nuclear_singular_values` predicts their singular values."""
+    :func:`grokkit.theory.matrix.nuclear_singular_values` predicts their singular values."""
     check_finite("A", A)
     A = torch.as_tensor(np.asarray(A, dtype=float))
     if A.dim() != 2:
@@ -203,7 +203,7 @@ def projected_subgradient_step(A, op, y, alpha, beta_star, beta2):
 
 
 def factor_gradients(factors, grad):
-    r"""Lemma D.14 without input checks (the kernels' inner loop; :func:`grokkit.theory.deep_gradients`
+    r"""Lemma D.14 without input checks (the kernels' inner loop; :func:`grokkit.theory.matrix.deep_gradients`
     checks and calls it): :math:`\partial f/\partial\mathcal A_k = (\prod_{i<k}\mathcal A_i)^\top
     \nabla g(A)(\prod_{i>k}\mathcal A_i)^\top` for k = 1 … L, with prefix and suffix products."""
     L = len(factors)
@@ -523,14 +523,14 @@ def completion_sweep(A_star: np.ndarray, N, tau, *, method: str = "subgradient",
     r"""Matrix completion of ``A_star`` for every number of observed entries of the grid ``N``
     and every τ of the grid ``tau`` (Appendix D.10, data selection by local coherence).
 
-    For each N, the masks and entries of :func:`grokkit.data.completion_masks` (one per τ, all
+    For each N, the masks and entries of :func:`grokkit.data.matrix.completion_masks` (one per τ, all
     observing N entries, drawn with ``seed``) and one batched call of the kernel ``method``
     (:data:`METHODS`), its configurations the τ values in order, with ``A_star`` for the
     recovery error, ``seed`` for the initialisation and ``hyper`` its other keyword arguments
     (``alpha``, ``beta_star``, ``steps``, ``init_scale``, ``init``, …): the calls of one N are
     those a single-N page makes, so the result cache serves them to both. Returns
     ``{N: MatrixTrajectory}``; ``method``, every N and τ are checked before any run."""
-    from grokkit.data import completion_masks
+    from grokkit.data.matrix import completion_masks
 
     check_option("method", method, tuple(METHODS))
     check_finite("A_star", A_star)

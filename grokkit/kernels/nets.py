@@ -348,7 +348,7 @@ class Setup:
     names: list[str]
     kind: str
     penalty: str
-    task: object  # grokkit.data.NetTask on the run's device
+    task: object  # grokkit.data.nets.Task on the run's device
     batches: Batches
     batched = False  # one problem for every configuration (grokkit.kernels.run)
 
@@ -597,7 +597,7 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
           seed: int = 42, dense: int = 100, per_decade: int = 100, device="auto",
           progress: bool | None = None) -> NetTrajectory:
     r"""Train a copy of ``model`` per configuration of the (α, β) grid on ``task`` (a
-    :class:`grokkit.data.NetTask`) with Adam for ``steps`` updates, batched (module docstring).
+    :class:`grokkit.data.nets.Task`) with Adam for ``steps`` updates, batched (module docstring).
 
     ``alpha`` (learning rates, > 0) and ``beta`` (penalty coefficients, ≥ 0) are scalars or (G,)
     grids (:func:`grokkit.kernels.grid`); ``penalty`` is one of :data:`PENALTIES` (the Sobolev ones
@@ -617,13 +617,13 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
                          f"got {type(model).__name__}")
     kind = getattr(task, "kind", None)
     if kind not in ("regression", "classification"):
-        raise ValueError(f"task must be a grokkit.data.NetTask, got {type(task).__name__}")
+        raise ValueError(f"task must be a grokkit.data.nets.Task, got {type(task).__name__}")
     N = int(task.X_train.shape[0])
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, 1)
     if penalty.startswith("sobolev") and task.J_train is None:
         raise ValueError(f"penalty {penalty!r} needs the teacher's Jacobians: task {task.name!r} has none "
-                         "(grokkit.data.teacher_student provides them)")
+                         "(grokkit.data.nets.teacher_student provides them)")
     config = configurations(alpha=alpha, beta=beta)
     config["beta2"] = np.zeros_like(config["alpha"])
     device = resolve_device(device)

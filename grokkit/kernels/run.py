@@ -158,7 +158,7 @@ def step_size(alpha, alpha_decay, t):
     square-summable but not summable steps of Corollary D.1 and of the remark after Theorem D.13
     (every a > 0, b ≥ 0); b = inf is the constant step :math:`\alpha_t = \alpha` (Corollary D.1, eq. 104).
     Written :math:`\alpha/(1 + (t-1)/(1+b))`, exact for b = inf; numpy arrays or torch tensors,
-    broadcast (the loop of :func:`run` and :func:`grokkit.theory.step_size_sums` share it)."""
+    broadcast (the loop of :func:`run` and :func:`grokkit.theory.convergence.step_size_sums` share it)."""
     return alpha / (1 + (t - 1) / (1 + alpha_decay))
 
 

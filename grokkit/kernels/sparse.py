@@ -391,7 +391,7 @@ def deep(X, y, *, depth, alpha, beta1=0.0, beta2=0.0, steps, b_star=None, init_s
     The initial factors are :func:`deep_factors` (``init`` "random", the paper's
     :math:`\zeta\mathcal N(0, I_n/n)`, or "constant", the authors' :math:`\zeta\mathbf 1`).
     ``X``, ``y``, ``b_star`` (one problem or one per configuration, e.g.
-    :func:`grokkit.data.stack_problems`), ``alpha``, ``beta1``, ``beta2``, ``init_scale``,
+    :func:`grokkit.data.sparse.stack_problems`), ``alpha``, ``beta1``, ``beta2``, ``init_scale``,
     ``alpha_decay`` and the loop controls are those of :func:`subgradient`, with the same
     checks; the shallow bound :math:`\alpha < 2/(\lambda_\max + \beta_2)` is checked too, though
     a deeper model can need a smaller α (configurations that diverge are stopped and reported,
