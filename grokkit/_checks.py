@@ -87,9 +87,22 @@ def check_grid(name: str, values: Any, low: float = -math.inf, high: float = mat
     return np.asarray(values, dtype=float)
 
 
-def check_finite(name: str, array: Any) -> None:
-    """Raise unless every entry of ``array`` (numpy or torch) is finite, quoting the first bad entry."""
+def check_real(name: str, array: Any) -> None:
+    """Raise if ``array`` (numpy or torch) is complex: converted to float64, it would lose its
+    imaginary part silently."""
+    a = array if hasattr(array, "is_complex") else np.asarray(array)
+    if a.is_complex() if hasattr(a, "is_complex") else np.iscomplexobj(a):
+        raise ValueError(f"{name} must be real, got a complex array (dtype {a.dtype}): pass its real part, or "
+                         f"use a real basis (the kernels run in float64)")
+
+
+def check_finite(name: str, array: Any, *, real: bool = False) -> None:
+    """Raise unless every entry of ``array`` (numpy or torch) is finite, quoting the first bad entry;
+    with ``real``, also unless it is real (a complex array would otherwise lose its imaginary part,
+    silently, where the kernels convert it to float64)."""
     a = array if hasattr(array, "isfinite") else np.asarray(array)  # torch tensors have isfinite
+    if real:
+        check_real(name, a)
     if not hasattr(a, "isfinite") and not np.iscomplexobj(a):  # complex arrays (a Fourier basis) stay complex
         a = np.asarray(a, dtype=float)
     finite = a.isfinite() if hasattr(a, "isfinite") else np.isfinite(a)

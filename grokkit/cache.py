@@ -2,9 +2,9 @@ r"""A result cache for grokkit's expensive calls: kernel runs, convex baselines,
 
 Many pages of the book draw on the same runs (Figures 1 and 12, 2 and 11, 8–10, …): each
 page keeps its own notebook, and a run behind several of them is computed once. A function
-decorated with :func:`cached` stores its result in a :class:`joblib.Memory` under the folder
-named by the environment variable ``GROKKIT_CACHE``; without it, nothing is cached and the
-function simply runs. ``grokkit run`` sets the variable (``--cache``, default ``.cache/`` at
+decorated with :func:`cached` stores its result (a pickle, ``entries/<function>/<key>/``) under
+the folder named by the environment variable ``GROKKIT_CACHE``; without it, nothing is cached
+and the function simply runs. ``grokkit run`` sets the variable (``--cache``, default ``.cache/`` at
 the top of the repository, which git ignores); in Jupyter, set it yourself::
 
     import os; os.environ["GROKKIT_CACHE"] = os.path.expanduser("~/.cache/grokkit/results")
@@ -12,19 +12,23 @@ the top of the repository, which git ignores); in Jupyter, set it yourself::
 The key covers the function, every argument, the hash of grokkit's own source
 (:func:`source_hash`: a changed kernel never serves a stale result) and the numpy and torch
 versions. Two processes asking for the same entry at once compute it once: a lock per
-entry makes the second wait for the first, then read its result. :func:`events` lists the
-cached calls of this process and whether each came from the cache; a notebook's JSON
-summary records them, and the page says so.
+entry makes the second wait for the first, then read its result. Nothing stored is trusted
+unchecked: each entry's record, written after its result, holds the result's size and SHA-256,
+and an entry that does not match them (truncated, overwritten, half-written) is recomputed and
+replaced. :func:`events` lists the cached calls of this process, whether each came from the
+cache and why a damaged one was recomputed; a notebook's JSON summary records them, the page
+says which came from the cache, and ``grokkit run`` names the recomputed ones.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
-import importlib
 import json
 import os
+import pickle
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,13 +62,6 @@ def _token() -> str:
     return f"grokkit={source_hash()} numpy={numpy.__version__} torch={torch.__version__}"
 
 
-def _call(function: str, token: str, key: str, args: tuple, kwargs: dict) -> Any:
-    """Run the undecorated ``function`` (``module.name``); ``token`` and ``key`` only enter the
-    cache's key, ``args`` and ``kwargs`` do not (``key`` stands for them)."""
-    module, name = function.rsplit(".", 1)
-    return getattr(importlib.import_module(module), name).__wrapped__(*args, **kwargs)
-
-
 def _plain(value: Any) -> Any:
     """What the key of an argument is made of, so that it depends on values only (pickles of
     tensors and modules differ from one process to the next): tensors as numpy arrays, a torch
@@ -85,9 +82,63 @@ def _plain(value: Any) -> Any:
     return value
 
 
+ENTRIES = "entries"   # <folder>/entries/<function>/<key>/{result.pkl, entry.json}
+RESULT, RECORD = "result.pkl", "entry.json"
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 of the file at ``path``, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _load(entry: Path) -> tuple[Any, str | None]:
+    """The result stored in ``entry`` and None, or (None, why it cannot be used). An entry is used
+    only when its record (written after the result) names the result's size and SHA-256 and the
+    result has them: a truncated or overwritten entry is a miss, never a wrong result."""
+    record = entry / RECORD
+    if not record.is_file():
+        return None, None if not entry.exists() else "no record (an interrupted write)"
+    try:
+        meta = json.loads(record.read_text(encoding="utf-8"))
+        result = entry / RESULT
+        if result.stat().st_size != meta["bytes"]:
+            return None, f"size {result.stat().st_size} bytes, recorded {meta['bytes']}"
+        if _digest(result) != meta["sha256"]:
+            return None, "checksum mismatch"
+        with open(result, "rb") as fh:
+            return pickle.load(fh), None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, AttributeError, ImportError,
+            pickle.UnpicklingError) as err:
+        return None, f"unreadable ({type(err).__name__}: {err})"
+
+
+def _store(entry: Path, function: str, value: Any) -> None:
+    """Write ``value`` into ``entry``: the result, then its record with size and SHA-256, each
+    through a temporary file renamed into place."""
+    entry.mkdir(parents=True, exist_ok=True)
+    partial = entry / f".{RESULT}.{os.getpid()}.partial"
+    with open(partial, "wb") as fh:
+        pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(partial, entry / RESULT)
+    meta = {"function": function, "bytes": (entry / RESULT).stat().st_size, "sha256": _digest(entry / RESULT)}
+    partial = entry / f".{RECORD}.{os.getpid()}.partial"
+    partial.write_text(json.dumps(meta) + "\n", encoding="utf-8")
+    os.replace(partial, entry / RECORD)
+
+
 def cached(fn: Callable) -> Callable:
     """Cache ``fn``'s results under ``$GROKKIT_CACHE`` (module docstring). A ``progress``
-    argument does not enter the key: it changes what is shown, not the result."""
+    argument does not enter the key: it changes what is shown, not the result.
+
+    An entry that does not verify (truncated, overwritten, unreadable) is a miss: the result is
+    recomputed and replaces it, and the event records why (``recomputed``). A result that cannot be
+    stored (a full or read-only disk) is still returned, with one warning."""
     function = f"{fn.__module__}.{fn.__name__}"
 
     @functools.wraps(fn)
@@ -99,14 +150,35 @@ def cached(fn: Callable) -> Callable:
         from filelock import FileLock
 
         kwargs.pop("progress", None)
-        token = _token()
-        memo = joblib.Memory(folder, verbose=0).cache(_call, ignore=["args", "kwargs"])
-        key = joblib.hash((function, token, _plain(args), _plain(kwargs)))
-        (folder / "locks").mkdir(parents=True, exist_ok=True)
-        with FileLock(folder / "locks" / f"{key}.lock"):
-            hit = memo.check_call_in_cache(function, token, key, args, kwargs)
-            result = memo(function, token, key, args, kwargs)
-        _events.append({"function": fn.__name__, "key": key, "hit": bool(hit)})
+        key = joblib.hash((function, _token(), _plain(args), _plain(kwargs)))
+        entry = folder / ENTRIES / fn.__name__ / key
+        event: dict[str, Any] = {"function": fn.__name__, "key": key, "hit": False}
+        try:
+            (folder / "locks").mkdir(parents=True, exist_ok=True)
+            lock = FileLock(folder / "locks" / f"{key}.lock")
+            lock.acquire()
+        except OSError as err:
+            warnings.warn(f"grokkit: the result cache {folder} cannot be used ({err}); computing without it",
+                          RuntimeWarning, stacklevel=2)
+            return fn(*args, **kwargs)
+        try:
+            result, damage = _load(entry)
+            if damage is None and (entry / RECORD).is_file():
+                event["hit"] = True
+            else:
+                if damage is not None:
+                    event["recomputed"] = damage
+                    shutil.rmtree(entry, ignore_errors=True)
+                result = fn(*args, **kwargs)
+                try:
+                    _store(entry, fn.__name__, result)
+                except (OSError, pickle.PicklingError) as err:
+                    shutil.rmtree(entry, ignore_errors=True)
+                    warnings.warn(f"grokkit: could not store {fn.__name__}'s result in the cache {folder} ({err}); "
+                                  "the result is used, not kept", RuntimeWarning, stacklevel=2)
+        finally:
+            lock.release()
+        _events.append(event)
         return result
 
     return wrapper
@@ -120,17 +192,10 @@ def events() -> list[dict[str, Any]]:
 def info(folder: Path) -> dict[str, Any]:
     """Entries, size in bytes and entries per function of the cache in ``folder``."""
     entries: dict[str, int] = {}
-    size = 0
-    for path in folder.rglob("*"):
-        if path.is_file():
-            size += path.stat().st_size
-        if path.name == "metadata.json":
-            try:
-                name = json.loads(path.read_text(encoding="utf-8"))["input_args"]["function"]
-            except (OSError, ValueError, KeyError):
-                name = "?"
-            name = name.strip("'\"").rsplit(".", 1)[-1]
-            entries[name] = entries.get(name, 0) + 1
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    for record in folder.glob(f"{ENTRIES}/*/*/{RECORD}"):
+        name = record.parent.parent.name
+        entries[name] = entries.get(name, 0) + 1
     return {"folder": str(folder), "entries": sum(entries.values()), "bytes": size, "by_function": entries}
 
 
@@ -138,9 +203,7 @@ def clear(folder: Path) -> int:
     """Remove every entry of the cache in ``folder``; return how many there were."""
     if not folder.is_dir():
         return 0
-    import joblib
-
     count = info(folder)["entries"]
-    joblib.Memory(folder, verbose=0).clear(warn=False)
-    shutil.rmtree(folder / "locks", ignore_errors=True)
+    for name in (ENTRIES, "locks", "joblib"):  # joblib: the layout of grokkit before 0.2
+        shutil.rmtree(folder / name, ignore_errors=True)
     return count

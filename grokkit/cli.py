@@ -49,10 +49,21 @@ class Runner:
     # -- one notebook, in a client thread
 
     def one(self, nb: Notebook) -> Outcome:
+        """:meth:`run_one`, where a failure of the output folder (deleted, unwritable) is this
+        page's failure, never the run's: the other pages go on and the summary is printed."""
+        try:
+            return self.run_one(nb)
+        except OSError as err:
+            return Outcome(nb, "failed", f"FAILED {nb.stem}: its output folder {self.out / nb.chapter} cannot be "
+                                         f"used ({err.strerror or err})")
+
+    def run_one(self, nb: Notebook) -> Outcome:
         """Lock the page, skip it if up to date, else execute it and publish the result."""
         from filelock import FileLock, Timeout
 
-        lock, announced = FileLock(pipeline.page_paths(self.out, nb)["lock"]), False
+        lock_path = pipeline.page_paths(self.out, nb)["lock"]
+        lock_path.parent.mkdir(parents=True, exist_ok=True)  # a folder deleted during the run comes back
+        lock, announced = FileLock(lock_path), False
         while True:
             if self.stop.is_set():
                 return Outcome(nb, "interrupted", f"INTERRUPTED {nb.stem}: not started")
@@ -72,9 +83,28 @@ class Runner:
             result = self.submit_remote(task) if self.client is not None else self.submit_local(task)
             if self.stop.is_set() and result.error is not None:
                 result.interrupted = True
-            return pipeline.publish(nb, result, self.root, self.out, self.preset, self.overrides, fp, self.revision)
+            before = pipeline.read_json(pipeline.page_paths(self.out, nb)["summary"]) or {}
+            outcome = pipeline.publish(nb, result, self.root, self.out, self.preset, self.overrides, fp,
+                                       self.revision)
+            if outcome.status == "ran":
+                outcome.message += self.preset_note(nb, before.get("preset"))
+            return outcome
         finally:
             lock.release()
+
+    def preset_note(self, nb: Notebook, before: str | None) -> str:
+        """What a run at another preset did to the book's page: the book's pages are the quick
+        preset's, and `make book` (``grokkit run all``) puts a quick page back over a paper one."""
+        if self.out != self.root / pipeline.GENERATED:
+            return ""
+        if self.preset != PRESETS[0]:
+            return (f"\n  note: {nb.stem}'s page in the book is now at the {self.preset} preset; `make book` and "
+                    f"`grokkit run all` run the {PRESETS[0]} preset and put the {PRESETS[0]} page back (keep "
+                    f"{self.preset}-preset runs outside the book with --out DIR)")
+        if before is not None and before != self.preset:
+            return (f"\n  note: {nb.stem}'s page in the book was at the {before} preset; the {self.preset} "
+                    f"page replaced it (keep runs of other presets outside the book with --out DIR)")
+        return ""
 
     def submit_local(self, task: Task) -> Result:
         workdir = Path(tempfile.mkdtemp(prefix=f"grokkit-{task.stem}-"))
@@ -215,16 +245,20 @@ def _cache_folder(args: argparse.Namespace, root: Path) -> Path:
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM, handled as an interruption."""
+    """SIGTERM or SIGHUP, handled as an interruption."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminate(signum, frame) -> None:
-    raise _Terminated
+    raise _Terminated(signum)
 
 
 def run(args: argparse.Namespace) -> int:
     """``grokkit run``: check everything, then execute the selected notebooks."""
-    if args.timeout <= 0:
+    if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be an integer >= 1, got {args.workers}")
@@ -234,17 +268,24 @@ def run(args: argparse.Namespace) -> int:
     notebooks = pipeline.resolve_targets(args.targets, pipeline.discover(root))
     overrides = pipeline.parse_overrides(args.param)
     pipeline.check_overrides(notebooks, args.preset, overrides)
+    if not args.no_cache:
+        pipeline.check_folder(_cache_folder(args, root), "the result cache folder")
+    cache_dir = "" if args.no_cache else str(_cache_folder(args, root))
     out = _out(args, root)
     pipeline.check_output_folder(out, sorted({nb.chapter for nb in notebooks}))
-    cache_dir = "" if args.no_cache else str(_cache_folder(args, root))
     workers = args.workers or max(1, min(os.cpu_count() or 1, len(notebooks)))
-    runner = Runner(root, out, args.preset, overrides, timeout=args.timeout, workers=workers, force=args.force,
+    # A paper preset runs for hours in one cell: only the quick preset gets a default per-cell limit.
+    timeout = args.timeout if args.timeout is not None else (
+        pipeline.DEFAULT_TIMEOUT if args.preset == PRESETS[0] else None)
+    runner = Runner(root, out, args.preset, overrides, timeout=timeout, workers=workers, force=args.force,
                     cache_dir=cache_dir, progress_every=args.progress_every, scheduler=args.scheduler)
     start = time.perf_counter()
     # Ctrl-C and SIGTERM interrupt the run, even where SIGINT came ignored from the parent (a
     # process started with SIGINT ignored gets no KeyboardInterrupt from Python); the handlers in
     # place before are restored after it, also the SIGINT that the clean-up ignores.
-    previous = signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A closed terminal (SIGHUP) stops the run as SIGTERM does: cleanly, its temporary folders removed.
+    previous = (signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, signal.default_int_handler),
+                signal.signal(signal.SIGHUP, _terminate))
     try:
         outcomes, interrupted = runner.run(notebooks)
     except KeyboardInterrupt as err:  # before the runner took over
@@ -252,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
+        signal.signal(signal.SIGHUP, previous[2])
     by = {status: [o.notebook.stem for o in outcomes if o.status == status]
           for status in ("ran", "skipped", "failed", "interrupted")}
     if interrupted:
@@ -259,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"grokkit: interrupted; finished: {', '.join(finished) or 'none'}; interrupted or not started: "
               f"{', '.join(by['interrupted']) or 'none'} (their pages are unchanged); run the same command again "
               f"to finish the rest (finished pages are skipped)", file=sys.stderr, flush=True)
-        return 128 + (signal.SIGTERM if isinstance(interrupted, _Terminated) else signal.SIGINT)
+        return 128 + (interrupted.signum if isinstance(interrupted, _Terminated) else signal.SIGINT)
     print(f"{len(notebooks)} notebook(s) in {time.perf_counter() - start:.1f}s: {len(by['ran'])} ran, "
           f"{len(by['skipped'])} up to date, {len(by['failed'])} failed", flush=True)
     if by["failed"]:
@@ -277,7 +319,7 @@ def status(args: argparse.Namespace) -> int:
     width = max((len(r["stem"]) for r in rows), default=0)
     for r in rows:
         overrides = ", ".join(f"{k}={v!r}" for k, v in r["overrides"].items()) or "-"
-        failed = f"  last run FAILED at {r['failed']}" if r["failed"] else ""
+        failed = f"  last run FAILED at {r['failed']}: {r['error']}" if r["failed"] else ""
         print(f"{r['stem']:<{width}}  {r['state']:<12}  preset={r['preset']:<6}  overrides={overrides}  "
               f"claims={r['claims']}  ran={r['ran']}{failed}")
     return 0
@@ -311,37 +353,77 @@ def book(args: argparse.Namespace) -> int:
     folder = Path(args.from_).resolve() if args.from_ else None
     if folder is not None and not folder.is_dir():
         raise UsageError(f"--from must be a folder of executed notebooks, got {folder}")
-    problems = pipeline.page_problems(root, folder)
+    # From another folder, the book is built from the pages it holds; the others are placeholders.
+    missing = [] if folder is None else [p for p in pipeline.generated_pages(root, folder) if not p.is_file()]
+    problems = pipeline.page_problems(root, folder, missing_ok=folder is not None)
     if problems:
         print("cannot build the book:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
+    if missing:
+        print(f"warning: {len(missing)} of the book's {len(pipeline.generated_pages(root))} pages are not in {folder} "
+              f"and are built as placeholders: {', '.join(p.stem for p in missing)}", file=sys.stderr)
     for note in pipeline.page_warnings(root, folder):
         print(f"warning: {note}", file=sys.stderr)
     out = Path(args.out).resolve() if args.out else root
-    # Every page is rebuilt (--all); removing the old HTML first also drops the pages of
-    # documents that no longer exist, which Sphinx would leave behind.
-    shutil.rmtree(out / "_build" / "html", ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="grokkit-book-") as scratch:
-        source = root if folder is None else _book_with_pages(root, folder, Path(scratch))
-        script = Path(sys.executable).parent / "jupyter-book"
-        command = [str(script)] if script.is_file() else [
-            sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
-        command += ["build", str(source), "--path-output", str(out), "--all", "-W", "-n", "--keep-going"]
-        code = subprocess.run(command, check=False).returncode
+    html = out / "_build" / "html"
+    # Every page is rebuilt (--all), beside the last book: only a finished build replaces it, so an
+    # interrupted or failed one leaves the last good book in place. A fresh folder also drops the
+    # pages of documents that no longer exist, which Sphinx would leave behind.
+    for leftover in (out / "_build").glob(".grokkit-book-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    building = out / "_build" / f".grokkit-book-{os.getpid()}"
+    code, failed = 1, False
+    try:
+        with tempfile.TemporaryDirectory(prefix="grokkit-book-") as scratch:
+            source = root if folder is None else _book_with_pages(root, folder, Path(scratch), missing)
+            script = Path(sys.executable).parent / "jupyter-book"
+            command = [str(script)] if script.is_file() else [
+                sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
+            command += ["build", str(source), "--path-output", str(building), "--all", "-W", "-n", "--keep-going"]
+            code = subprocess.run(command, check=False).returncode
+        failed = code != 0
+        built = building / "_build" / "html"
+        if code == 0 and built.is_dir():
+            old = out / "_build" / f".html-old-{os.getpid()}"
+            if html.exists():
+                os.replace(html, old)
+            os.replace(built, html)
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if not failed:  # a failed build stays for inspection; an interrupted one goes
+            shutil.rmtree(building, ignore_errors=True)
     if code == 0:
-        print(f"Book: {out / '_build' / 'html' / 'index.html'}")
+        print(f"Book: {html / 'index.html'}")
+    else:
+        last = f"the last good book is unchanged ({html / 'index.html'})" if html.is_dir() else "there is no book yet"
+        print(f"grokkit: the book build failed (exit code {code}): {last}; the failed build is in "
+              f"{building / '_build' / 'html'}", file=sys.stderr)
     return code
 
 
-def _book_with_pages(root: Path, folder: Path, scratch: Path) -> Path:
-    """A copy of the book's sources (links) whose ``book/generated`` is ``folder``."""
+def _book_with_pages(root: Path, folder: Path, scratch: Path, missing: Sequence[Path]) -> Path:
+    """A copy of the book's sources (links) whose ``book/generated`` holds the pages of ``folder``,
+    and a placeholder for each page in ``missing`` (:func:`grokkit.pipeline.placeholder`)."""
     for name in ("_config.yml", "_toc.yml", "notebooks"):  # notebooks/: each page offers its source
         (scratch / name).symlink_to(root / name)
     (scratch / "book").mkdir()
     for entry in (root / "book").iterdir():
         if entry.name != pipeline.GENERATED.name:
             (scratch / "book" / entry.name).symlink_to(entry)
-    (scratch / pipeline.GENERATED).symlink_to(folder, target_is_directory=True)
+    generated = scratch / pipeline.GENERATED
+    sources = {(nb.chapter, nb.stem): nb for nb in pipeline.discover(root)}
+    for page in pipeline.generated_pages(root, folder):
+        target = generated / page.parent.name / page.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if page in missing:
+            nb = sources.get((page.parent.name, page.stem))
+            title = pipeline.title_of(nb.source) if nb is not None else page.stem
+            text, summary = pipeline.placeholder(title, page.stem, folder)
+            target.write_text(text, encoding="utf-8")
+            target.with_suffix(".json").write_text(summary, encoding="utf-8")
+        else:
+            target.symlink_to(page)
+            target.with_suffix(".json").symlink_to(page.with_suffix(".json"))
     return scratch
 
 
@@ -399,8 +481,9 @@ def parser() -> argparse.ArgumentParser:
     run_cli.add_argument("--cache", metavar="DIR", help=f"result cache (default: $GROKKIT_CACHE, else {DEFAULT_CACHE}/ "
                                                         "in the repository)")
     run_cli.add_argument("--no-cache", action="store_true", help="recompute every run")
-    run_cli.add_argument("--timeout", type=int, default=pipeline.DEFAULT_TIMEOUT,
-                         help="per-cell timeout in seconds (default: %(default)s)")
+    run_cli.add_argument("--timeout", type=int, default=None,
+                         help=f"per-cell timeout in seconds (default: {pipeline.DEFAULT_TIMEOUT} at the quick "
+                              "preset, none at the paper preset)")
     run_cli.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
                          help="report long notebooks' progress this often (default: %(default)s)")
     run_cli.set_defaults(func=run)

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,13 +37,13 @@ import yaml
 
 from grokkit import cache
 from grokkit.kernels.run import PROGRESS_ENV
-from grokkit.report import PRESETS, SUMMARY_ENV, check_parameters
+from grokkit.report import NONE_OVERRIDES, PARAMETER_CHECKS, PRESETS, SUMMARY_ENV, check_parameters
 
 NON_NOTEBOOKS = ("README.md", "index.md")
 GENERATED = Path("book") / "generated"
 ERROR_CELL_TAG = "papermill-error-cell-tag"
 BANNER_TAG = "grokkit-banner"
-DEFAULT_TIMEOUT = 1800
+DEFAULT_TIMEOUT = 1800   # per cell at the quick preset; the paper preset has none
 QUICK_BUDGET_S = 30
 SUMMARY_NAME = "grokkit-summary.json"    # in the notebook's own working folder
 PROGRESS_NAME = "grokkit-progress.json"
@@ -259,13 +260,31 @@ def check_overrides(notebooks: Sequence[Notebook], preset: str, overrides: dict[
         for name, value in overrides.items():
             likes = [p[name] for p in (params.presets.get(preset, {}), *params.presets.values())
                      if p.get(name) is not None]
+            if value is None and not _takes_none(name, params):
+                preset_value = params.presets.get(preset, {}).get(name, "its default")
+                raise UsageError(f"{nb.stem}: parameter {name} cannot be None (it has no None setting); leave "
+                                 f"-p {name} out to keep the {preset} preset's value {preset_value!r}")
             if value is not None and likes and not _same_type(value, likes[0]):
                 raise UsageError(f"{nb.stem}: parameter {name} must be {_type_name(likes[0])} "
                                  f"(the type of its preset value), got {value!r}")
-        try:  # None leaves a knob to its preset
+        try:
             check_parameters({k: v for k, v in overrides.items() if v is not None})
         except (ValueError, TypeError) as err:
             raise UsageError(f"{nb.stem}: {err}") from None
+
+
+def _takes_none(name: str, params: Parameters) -> bool:
+    """Whether None is a setting of the parameter ``name`` (``snr=None`` noiseless, ``batch_size=None``
+    the full batch): a preset sets it to None, or its range check accepts None."""
+    if any(name in p and p[name] is None for p in params.presets.values()):
+        return True
+    if PARAMETER_CHECKS.get(name) is None and PARAMETER_CHECKS.get(name.partition("_")[2]) is None:
+        return False
+    try:
+        check_parameters({name: None})
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- fingerprints
@@ -338,7 +357,7 @@ class Task:
     source_text: str
     preset: str
     overrides: dict[str, Any]
-    timeout: int
+    timeout: int | None          # per cell, in seconds; None: no limit
     cache: str | None = None
     workdir: str | None = None
 
@@ -359,6 +378,7 @@ class Result:
 
 
 _running = False  # whether this process is executing a task (SIGTERM then interrupts it)
+_workdir: Path | None = None  # the working folder of the task this process is executing
 
 
 def _interrupt_task(signum, frame) -> None:
@@ -387,17 +407,32 @@ def worker_init(blas_threads: int | None = None) -> None:
         for name in BLAS_THREAD_VARIABLES:
             os.environ.setdefault(name, str(blas_threads))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal: the client stops the run itself
     signal.signal(signal.SIGTERM, _interrupt_task)
+    threading.Thread(target=_exit_with_client, args=(os.getppid(),), name="grokkit-client-watch",
+                     daemon=True).start()
     for name in ("papermill", "nbclient", "asyncio", "traitlets"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _exit_with_client(client: int) -> None:
+    """A worker never outlives its client: once the client is gone (``kill -9``), remove the
+    running task's working folder and exit; the notebook's kernel follows (ipykernel exits when
+    its parent does)."""
+    while os.getppid() == client:
+        time.sleep(1.0)
+    if _workdir is not None:
+        shutil.rmtree(_workdir, ignore_errors=True)
+    os._exit(1)
 
 
 def execute(task: Task) -> Result:
     """Execute ``task`` with papermill in its working folder; never raises for a notebook's
     failure, which comes back in ``Result.error``."""
-    global _running
+    global _running, _workdir
     workdir = Path(task.workdir or tempfile.mkdtemp(prefix=f"grokkit-{task.stem}-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    _workdir = workdir
     (workdir / "pid").write_text(str(os.getpid()), encoding="utf-8")
     # Names relative to the kernel's working folder: the same for every task of a worker.
     os.environ[SUMMARY_ENV], os.environ[PROGRESS_ENV] = SUMMARY_NAME, PROGRESS_NAME
@@ -413,7 +448,7 @@ def execute(task: Task) -> Result:
     try:
         papermill.execute_notebook(
             jupytext.reads(task.source_text, fmt="md:myst"), str(output),
-            parameters={"preset": task.preset, **task.overrides}, kernel_name="python3", cwd=str(workdir),
+            parameters=_injected(task), kernel_name="python3", cwd=str(workdir),
             progress_bar=False, execution_timeout=task.timeout, log_output=False,
             extra_arguments=KERNEL_ARGUMENTS)
     except papermill.PapermillExecutionError as err:
@@ -424,12 +459,22 @@ def execute(task: Task) -> Result:
         error = f"{type(err).__name__}: {err}"
     finally:
         _running = False
+        _workdir = None
     result = Result(task.stem, output.read_text(encoding="utf-8") if output.is_file() else None,
                     read_json(workdir / SUMMARY_NAME), error, time.perf_counter() - start,
                     started_at, socket.gethostname(), interrupted)
     if task.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _injected(task: Task) -> dict[str, Any]:
+    """The parameters papermill injects: the preset, the overrides, and the names of those
+    overridden with None (:data:`grokkit.report.NONE_OVERRIDES`), since a None in the parameters
+    cell means the preset's value."""
+    nones = [k for k, v in task.overrides.items() if v is None]
+    return {"preset": task.preset, **{k: v for k, v in task.overrides.items() if v is not None},
+            **({NONE_OVERRIDES: nones} if nones else {})}
 
 
 def read_progress(workdir: Path) -> dict[str, Any] | None:
@@ -539,14 +584,20 @@ def publish(nb: Notebook, result: Result, root: Path, out: Path, preset: str,
         return Outcome(nb, "interrupted", f"INTERRUPTED {nb.stem}: its page is unchanged", result.duration_s)
     if error is not None:
         where = "no partial notebook was written"
-        if result.notebook is not None:
-            partial = nbformat.reads(result.notebook, as_version=4)
-            tidy(partial, run_info["source"], relative(paths["failed_page"], root))
-            atomic_write(paths["failed_page"], nbformat.writes(partial))
-            where = f"partial notebook: {paths['failed_page']}"
-        if result.summary is not None:  # the claims were saved before they failed: keep them as evidence
-            atomic_write(paths["failed_summary"], _json({**result.summary, **run_info, "error": error,
-                                                         "executed": relative(paths["failed_page"], root)}))
+        # The evidence: the partial notebook, and a summary of the failure (with the claims when they
+        # were saved before they failed), so that `grokkit status` shows it.
+        evidence = {**(result.summary or {}), **run_info, "error": error}
+        try:
+            paths["page"].parent.mkdir(parents=True, exist_ok=True)
+            if result.notebook is not None:
+                partial = nbformat.reads(result.notebook, as_version=4)
+                tidy(partial, run_info["source"], relative(paths["failed_page"], root))
+                atomic_write(paths["failed_page"], nbformat.writes(partial))
+                where = f"partial notebook: {paths['failed_page']}"
+                evidence["executed"] = relative(paths["failed_page"], root)
+            atomic_write(paths["failed_summary"], _json(evidence))
+        except OSError as err:
+            where = f"its evidence could not be written to {paths['page'].parent} ({err.strerror or err})"
         kept = " (the published page is unchanged)" if paths["page"].is_file() else ""
         return Outcome(nb, "failed", f"FAILED {nb.stem}: {error}\n  {where}{kept}", result.duration_s)
 
@@ -555,33 +606,59 @@ def publish(nb: Notebook, result: Result, root: Path, out: Path, preset: str,
     _add_banners(page, banners(preset, overrides, result.summary.get("cache", []), nb.stem))
     text = nbformat.writes(page) + "\n"
     data = {**result.summary, **run_info, "executed": relative(paths["page"], root), "page_sha256": _sha256(text.encode())}
-    atomic_write(paths["page"], text)
-    atomic_write(paths["summary"], _json(data))
-    for stale in (paths["failed_page"], paths["failed_summary"]):
-        stale.unlink(missing_ok=True)
+    try:
+        paths["page"].parent.mkdir(parents=True, exist_ok=True)  # a folder deleted during the run comes back
+        atomic_write(paths["page"], text)
+        atomic_write(paths["summary"], _json(data))
+        for stale in (paths["failed_page"], paths["failed_summary"]):
+            stale.unlink(missing_ok=True)
+    except OSError as err:
+        return Outcome(nb, "failed", f"FAILED {nb.stem}: its page could not be written to {paths['page'].parent} "
+                                     f"({err.strerror or err}); {rescue(nb, text, _json(data))}", result.duration_s)
     claims = data.get("claims", [])
     passed = sum(bool(c.get("pass")) for c in claims)
     cached = sum(bool(e.get("hit")) for e in data.get("cache", []))
     line = (f"{nb.stem}  preset={preset}  {result.duration_s:.1f}s  claims {passed}/{len(claims)} passed"
             f"{f'  ({cached} cached runs)' if cached else ''}  {relative(paths['summary'], root)}")
+    damaged = [f"{e.get('function')}: {e['recomputed']}" for e in data.get("cache", []) if e.get("recomputed")]
+    if damaged:
+        line += f"\n  {nb.stem}: recomputed {len(damaged)} result-cache entries that did not verify ({'; '.join(damaged)})"
     return Outcome(nb, "ran", line, result.duration_s)
+
+
+def rescue(nb: Notebook, page: str, summary: str) -> str:
+    """Keep an executed page and its summary that could not be published, in a new folder under
+    the system's temporary folder; say where (or that nothing could be kept)."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"grokkit-rescued-{nb.stem}-"))
+        (folder / f"{nb.stem}.ipynb").write_text(page, encoding="utf-8")
+        (folder / f"{nb.stem}.json").write_text(summary, encoding="utf-8")
+    except OSError as err:
+        return f"the executed page could not be kept anywhere either ({err.strerror or err})"
+    return (f"the executed page and its summary are kept in {folder} (copy both into "
+            f"<out>/{nb.chapter}/ to publish them)")
 
 
 def _json(data: dict[str, Any]) -> str:
     return json.dumps(_canonical(data), indent=2, allow_nan=False) + "\n"
 
 
+def check_folder(folder: Path, what: str) -> None:
+    """Refuse, before anything runs, a folder (``what``: its role) that is a file or cannot be written."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{what} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise UsageError(f"cannot write to {what} {folder}: {err.strerror or err}") from None
+
+
 def check_output_folder(out: Path, chapters: Sequence[str]) -> None:
     """Refuse, before anything runs, an output folder that is a file or cannot be written."""
     for folder in (out, *(out / c for c in chapters)):
-        if folder.exists() and not folder.is_dir():
-            raise UsageError(f"output folder {folder} is a file, not a folder")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as err:
-            raise UsageError(f"cannot write to output folder {folder}: {err.strerror or err}") from None
+        check_folder(folder, "output folder")
 
 
 # ----------------------------------------------------------------------------- status and book
@@ -616,28 +693,29 @@ def page_status(out: Path, nb: Notebook) -> dict[str, Any]:
     data = matching_summary(paths["page"], paths["summary"])
     failed = read_json(paths["failed_summary"])
     row: dict[str, Any] = {"stem": nb.stem, "preset": "-", "overrides": {}, "claims": "-", "ran": "-",
-                           "failed": failed.get("started_at", "?") if failed else None}
+                           "failed": failed.get("started_at", "?") if failed else None,
+                           "error": str(failed.get("error", "")).splitlines()[0][:120] if failed else ""}
     if data is None:
         row["state"] = "incomplete (no matching summary)" if paths["page"].is_file() else "missing"
         return row
     claims = data.get("claims", [])
     row.update(preset=data.get("preset", "?"), overrides=data.get("overrides") or {},
                claims=f"{sum(bool(c.get('pass')) for c in claims)}/{len(claims)}", ran=data.get("started_at", "?"))
-    fp, now = data.get("fingerprint") or {}, fingerprint(nb, row["preset"], row["overrides"])
-    changed = [what for key, what in (("source_sha256", "notebook edited"), ("grokkit_sha256", "grokkit changed"))
-               if fp.get(key) != now[key]]
+    changed = stale_reasons(nb, data)
     row["state"] = f"stale ({', '.join(changed)})" if changed else "up to date"
     return row
 
 
-def page_problems(root: Path, folder: Path | None = None) -> list[str]:
-    """Why the book cannot be built from ``folder``: missing pages, pages without a matching
-    complete summary (an interrupted or hand-edited run), error outputs, papermill error cells."""
+def page_problems(root: Path, folder: Path | None = None, *, missing_ok: bool = False) -> list[str]:
+    """Why the book cannot be built from ``folder``: missing pages (unless ``missing_ok``), pages
+    without a matching complete summary (an interrupted or hand-edited run), error outputs,
+    papermill error cells."""
     problems = []
     for page in generated_pages(root, folder):
         label = relative(page, root)
         if not page.is_file():
-            problems.append(f"{label} is missing: run `grokkit run all` first")
+            if not missing_ok:
+                problems.append(f"{label} is missing: run `grokkit run all` first")
             continue
         if matching_summary(page, page.with_suffix(".json")) is None:
             problems.append(f"{label} has no matching complete summary (an interrupted or edited run): "
@@ -653,9 +731,23 @@ def page_problems(root: Path, folder: Path | None = None) -> list[str]:
     return problems
 
 
+def placeholder(title: str, stem: str, folder: Path) -> tuple[str, str]:
+    """The page and summary that stand for a page missing from ``folder`` in ``grokkit book
+    --from``: the page's title and how to run it. The scorecard leaves it out."""
+    page = nbformat.v4.new_notebook()
+    page.cells = [nbformat.v4.new_markdown_cell(
+        f"# {title}\n\n:::{{note}}\nThis page is not in this build: {folder} holds no run of it. "
+        f"`grokkit run {stem} --out {folder}` makes it.\n:::")]
+    page.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    text = nbformat.writes(page) + "\n"
+    return text, _json({"placeholder": True, "page_sha256": _sha256(text.encode())})
+
+
 def page_warnings(root: Path, folder: Path | None = None) -> list[str]:
-    """Pages that are not their preset's own: run with overrides, or at a preset other than quick."""
+    """Pages that are not their preset's own (run with overrides, or at a preset other than
+    quick), and pages that are stale: their notebook or grokkit changed since they ran."""
     notes = []
+    sources = {(nb.chapter, nb.stem): nb for nb in discover(root)}
     for page in generated_pages(root, folder):
         data = read_json(page.with_suffix(".json")) or {}
         if data.get("overrides"):
@@ -664,4 +756,18 @@ def page_warnings(root: Path, folder: Path | None = None) -> list[str]:
                          f"preset's page")
         elif data.get("preset", PRESETS[0]) != PRESETS[0]:
             notes.append(f"{page.stem} is at the {data['preset']} preset")
+        nb = sources.get((page.parent.name, page.stem))
+        if nb is not None and data:
+            why = stale_reasons(nb, data)
+            if why:
+                notes.append(f"{page.stem} is stale ({', '.join(why)} since it ran): `grokkit run {page.stem}` "
+                             f"updates it")
     return notes
+
+
+def stale_reasons(nb: Notebook, data: dict[str, Any]) -> list[str]:
+    """What changed since the page whose summary is ``data`` was made from ``nb``."""
+    fp = data.get("fingerprint") or {}
+    now = fingerprint(nb, data.get("preset", PRESETS[0]), data.get("overrides") or {})
+    return [what for key, what in (("source_sha256", "notebook edited"), ("grokkit_sha256", "grokkit changed"))
+            if fp.get(key) != now[key]]

@@ -24,6 +24,9 @@ from grokkit._checks import check_int, check_option, check_range, check_seed, sh
 
 PRESETS = ("quick", "paper")
 SUMMARY_ENV = "GROKKIT_SUMMARY"
+# The parameter that `grokkit run` injects to list the knobs overridden with None (a None in the
+# parameters cell means "the preset's value").
+NONE_OVERRIDES = "grokkit_none"
 
 
 def _positive(name: str, value: Any) -> None:
@@ -99,13 +102,18 @@ def resolve(presets: dict[str, dict[str, Any]], preset: str, given: dict[str, An
     checked against their ranges (:func:`check_parameters`).
 
     ``given`` is usually ``globals()`` of the notebook: only the keys the preset
-    defines are read, so other names are ignored.
+    defines are read, so other names are ignored. A knob left at None takes the preset's value;
+    the knobs named in ``given[NONE_OVERRIDES]`` (``grokkit run -p snr=None``) are None itself
+    (noiseless, full batch), whatever the preset says.
     """
     if preset not in presets:
         raise ValueError(f"preset must be one of {sorted(presets)}, got {preset!r}")
     params = dict(presets[preset])
+    nones = set(given.get(NONE_OVERRIDES) or ())
     for key in params:
-        if given.get(key) is not None:
+        if key in nones:
+            params[key] = None
+        elif given.get(key) is not None:
             params[key] = given[key]
     check_parameters(params)
     return params

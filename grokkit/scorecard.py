@@ -92,6 +92,8 @@ def rows(root: Path, folder: Path | None = None) -> list[Row]:
         if data is None:
             raise ValueError(f"{pipeline.relative(page, root)} has no matching summary: "
                              f"rerun `grokkit run {page.stem}`")
+        if data.get("placeholder"):  # a page missing from `grokkit book --from`
+            continue
         title = page_title(page)
         paper = pipeline.read_json(root / PAPER_RUNS / f"{page.stem}.paper.json")
         out.append(Row(stem=page.stem, item=paper_item(title), title=title,

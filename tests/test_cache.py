@@ -156,3 +156,66 @@ def test_an_unloadable_fused_library_falls_back_with_one_warning(fused_cache: Pa
         assert fused.library() is None
     p = problem()
     assert gk.kernels.ista(p.X, p.y, alpha=0.1, beta1=1e-3, steps=20).backend == "torch"
+
+
+def test_a_damaged_fused_library_is_rebuilt_before_it_is_loaded(fused_cache: Path) -> None:
+    """Issue 22: a library cut in half (or overwritten in place) still loads and then dies with
+    SIGBUS on its first call; its build record catches it before it is loaded."""
+    run = [sys.executable, "-c", textwrap.dedent("""
+        import grokkit as gk
+        p = gk.data.sparse.problem(40, 3, 15, variance="1/N", seed=2)
+        print(gk.kernels.ista(p.X, p.y, alpha=0.1, beta1=1e-3, steps=20).backend)
+    """)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(fused_cache.parent), "GROKKIT_CACHE": ""}
+    assert subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout.strip() == "fused"
+    (built,) = fused_cache.glob("fused-*.so")
+    intact = built.read_bytes()
+    for damage in (intact[:len(intact) // 2], intact[:4096] + bytes(len(intact) - 4096)):
+        built.write_bytes(damage)
+        out = subprocess.run(run, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == "fused" and built.read_bytes() == intact
+
+
+def _entry(folder: Path, function: str) -> Path:
+    (entry,) = (folder / cache.ENTRIES / function).iterdir()
+    return entry
+
+
+@pytest.mark.parametrize("damage", ["truncate", "overwrite", "record"])
+def test_a_damaged_entry_is_a_miss_recomputed_and_replaced(folder: Path, damage: str) -> None:
+    """Issue 22: a truncated entry served joblib's traceback and counted as a hit; an entry
+    overwritten in place (same size) served a silently wrong result."""
+    p = problem()
+    kwargs = dict(b_star=p.b_star, alpha=[0.05, 0.1], beta1=1e-3, steps=300, seed=4, record_b=True)
+    first = gk.kernels.subgradient(p.X, p.y, **kwargs)
+    result = _entry(folder, "subgradient") / cache.RESULT
+    data = bytearray(result.read_bytes())
+    if damage == "truncate":
+        result.write_bytes(data[:len(data) // 2])
+    elif damage == "overwrite":
+        middle = len(data) // 2
+        data[middle:middle + 4096] = np.random.RandomState(0).bytes(4096)
+        result.write_bytes(bytes(data))
+    else:
+        (result.parent / cache.RECORD).unlink()
+    second = gk.kernels.subgradient(p.X, p.y, **kwargs)
+    third = gk.kernels.subgradient(p.X, p.y, **kwargs)
+    events = cache.events()[-2:]
+    assert [e["hit"] for e in events] == [False, True]
+    expected = {"truncate": "size", "overwrite": "checksum mismatch", "record": "no record"}[damage]
+    assert expected in events[0]["recomputed"] and "recomputed" not in events[1]
+    for run in (second, third):
+        np.testing.assert_array_equal(run.b, first.b)
+        np.testing.assert_array_equal(run.test_error, first.test_error)
+
+
+def test_a_result_that_cannot_be_stored_is_still_returned(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache, "_store", full_disk)
+    p = problem()
+    with pytest.warns(RuntimeWarning, match="could not store ista's result .* the result is used, not kept"):
+        run = gk.kernels.ista(p.X, p.y, alpha=0.1, beta1=1e-3, steps=50)
+    assert run.b_final.shape == (1, 40) and cache.info(folder)["entries"] == 0

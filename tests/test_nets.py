@@ -273,7 +273,7 @@ def test_a_diverging_configuration_is_stopped_and_named(teacher):
      r"batch_size must be an integer in \[1, inf\), got 0"),
     (lambda t: nets.train(t, nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10, device="tpu"),
      r"device must be one of 'auto', 'cpu', 'cuda'"),
-    (lambda t: nets.train(gk.data.nets.modular_addition(5, 0.5), nets.TwoLayerMLP(8, 20, 2), "sobolev", alpha=1e-3,
+    (lambda t: nets.train(gk.data.nets.modular_addition(5, 0.5), nets.TwoLayerMLP(10, 20, 5), "sobolev", alpha=1e-3,
                           beta=1e-3, steps=10),
      r"penalty 'sobolev' needs the teacher's Jacobians"),
     (lambda t: nets.train(object(), nets.TwoLayerMLP(8, 20, 2), "l1", alpha=1e-3, beta=1e-3, steps=10),

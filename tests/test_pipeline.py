@@ -284,9 +284,11 @@ def test_bad_override_refused_before_any_kernel(repo: Path, override: str, messa
     assert not (repo / "book").exists()
 
 
-def test_none_override_leaves_the_preset_value(repo: Path) -> None:
+def test_none_override_is_refused_where_none_is_no_setting(repo: Path) -> None:
     nb = next(nb for nb in pipeline.discover(repo) if nb.stem == "typed")
-    pipeline.check_overrides([nb], "quick", {"seed": None, "N": 40})
+    pipeline.check_overrides([nb], "quick", {"N": 40})
+    with pytest.raises(pipeline.UsageError, match="parameter seed cannot be None"):
+        pipeline.check_overrides([nb], "quick", {"seed": None, "N": 40})
 
 
 def test_missing_parameters_cell(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -447,7 +449,7 @@ def test_unwritable_output_folder(repo: Path, folder: str, capsys: pytest.Captur
             raise PermissionError(13, "Permission denied")
         monkeypatch.setattr(pipeline.tempfile, "TemporaryFile", refuse)
         expected = f"grokkit: error: cannot write to output folder {target}: Permission denied"
-    assert cli.main(["run", "nb1", "--out", str(target)]) == 2
+    assert cli.main(["run", "nb1", "--out", str(target), "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == expected and "Traceback" not in err
 
@@ -499,7 +501,7 @@ def test_progress_reaches_a_run_without_a_terminal(repo: Path) -> None:
     assert "TCP without encryption" not in err and "TCP without encryption" not in out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_interrupted_run_publishes_nothing_and_says_how_to_resume(repo: Path, sig: int, tmp_path: Path) -> None:
     """Issue 5: SIGTERM left a half-run page that the book published; Ctrl-C printed a
     62-line traceback. The run starts with SIGINT ignored, as it came, now and then, from the

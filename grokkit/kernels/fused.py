@@ -77,20 +77,44 @@ def _cpu_has_avx2_fma() -> bool:
 FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC")
 
 
+def _record(target: Path) -> Path:
+    """The build record beside a library: its size and SHA-256, written after it."""
+    return target.with_name(target.name + ".sha256")
+
+
+def _fingerprint(path: Path) -> str:
+    data = path.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+def _verified(target: Path) -> bool:
+    """Whether ``target`` is, byte for byte, the library its build recorded. A library damaged
+    on disk (truncated, overwritten) can load and then die with SIGBUS on its first call, so it
+    is checked before it is loaded."""
+    try:
+        return _record(target).read_text(encoding="utf-8").strip() == _fingerprint(target)
+    except OSError:
+        return False
+
+
 def _build(compiler: str, source: Path = _SOURCES["sparse"]) -> Path | None:
-    """Compile ``source`` into the user's cache (keyed by the source and flags), once."""
+    """Compile ``source`` into the user's cache (keyed by the source and flags), once; a cached
+    build that does not match its record (:func:`_verified`) is built again."""
     digest = hashlib.sha256(source.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
     for folder in (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grokkit",
                    Path(tempfile.gettempdir()) / f"grokkit-{os.getuid()}"):
         target = folder / f"{source.stem}-{digest}.so"
-        if target.is_file():
+        if target.is_file() and _verified(target):
             return target
         try:
             folder.mkdir(parents=True, exist_ok=True)
             partial = folder / f"{source.stem}-{digest}.{os.getpid()}.tmp"
             if subprocess.run([compiler, *FLAGS, "-o", str(partial), str(source)], capture_output=True).returncode:
                 return None
+            record = folder / f"{source.stem}-{digest}.{os.getpid()}.sha256.tmp"
+            record.write_text(_fingerprint(partial) + "\n", encoding="utf-8")
             os.replace(partial, target)  # atomic: concurrent builds cannot leave a half-written library
+            os.replace(record, _record(target))
             return target
         except OSError:
             continue

@@ -434,16 +434,16 @@ def _problem(operator, y, shape, A_star, config, device) -> tuple[dict, dict[str
         operator = _array("mask", operator, 2, f"({n1}, {n2})")
     else:
         operator = _array("X", operator, 2, f"(N, {n1 * n2})")
-        check_finite("X", operator)
+        check_finite("X", operator, real=True)
     y = _array("y", y, 1, "(N,)")
-    check_finite("y", y)
+    check_finite("y", y, real=True)
     if not np.linalg.norm(np.atleast_2d(y), axis=-1).all():
         raise ValueError("y must be nonzero: the relative training error divides by its norm, got all zeros")
     if A_star is not None:
         A_star = _array("A_star", A_star, 2, f"({n1}, {n2})")
         if A_star.shape[-2:] != (n1, n2):
             raise ValueError(f"A_star must have shape ({n1}, {n2}) or (G, {n1}, {n2}), got {A_star.shape}")
-        check_finite("A_star", A_star)
+        check_finite("A_star", A_star, real=True)
         if not np.linalg.norm(A_star.reshape(-1, n1 * n2), axis=-1).all():
             raise ValueError("A_star must be nonzero: the relative recovery error divides by its norm")
     G = config["alpha"].size
@@ -533,7 +533,7 @@ def completion_sweep(A_star: np.ndarray, N, tau, *, method: str = "subgradient",
     from grokkit.data.matrix import completion_masks
 
     check_option("method", method, tuple(METHODS))
-    check_finite("A_star", A_star)
+    check_finite("A_star", A_star, real=True)
     A_star = np.asarray(A_star, dtype=float)
     if A_star.ndim != 2:
         raise ValueError(f"A_star must be a matrix (2-d array), got shape {A_star.shape}")

@@ -51,7 +51,7 @@ from torch.func import functional_call, jacrev, stack_module_state, vmap
 
 from grokkit._checks import check_int, check_option, check_range, check_seed
 from grokkit.cache import cached
-from grokkit.kernels.run import MAX_STEPS, Family, configurations, resolve_device, run
+from grokkit.kernels.run import MAX_STEPS, Family, check_memory, configurations, resolve_device, run
 
 PENALTIES = ("l1", "l2", "l2_squared", "nuclear", "sobolev", "sobolev_squared")
 CURVES = ("train_loss", "test_loss", "train_accuracy", "test_accuracy", "l0", "l1", "l2", "nuclear")
@@ -593,6 +593,25 @@ NETS = Family(penalty="beta", curves=CURVES, finite=("train_loss", "test_loss"),
 
 
 @cached
+def _check_fits(model: nn.Module, task) -> None:
+    """Refuse, before any compute, a ``model`` whose inputs or outputs do not match ``task``: one
+    forward pass on two training inputs, on the CPU, and its output width against the targets
+    (regression) or the classes (classification)."""
+    x = task.X_train[:2]
+    try:
+        with torch.no_grad():
+            out = copy.deepcopy(model).cpu()(x.cpu())
+    except (RuntimeError, IndexError, ValueError, TypeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"model {type(model).__name__} does not fit task {task.name!r}: its forward pass on "
+                         f"inputs of shape {tuple(x.shape[1:])} ({x.dtype}) failed ({reason})") from None
+    want = task.n_classes if task.kind == "classification" else int(task.y_train.shape[-1])
+    if out.shape[-1] != want:
+        what = "classes" if task.kind == "classification" else "target columns"
+        raise ValueError(f"model {type(model).__name__} does not fit task {task.name!r}: it has {out.shape[-1]} "
+                         f"outputs, the task has {want} {what}")
+
+
 def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batch_size: int | None = None,
           seed: int = 42, dense: int = 100, per_decade: int = 100, device="auto",
           progress: bool | None = None) -> NetTrajectory:
@@ -618,6 +637,7 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
     kind = getattr(task, "kind", None)
     if kind not in ("regression", "classification"):
         raise ValueError(f"task must be a grokkit.data.nets.Task, got {type(task).__name__}")
+    _check_fits(model, task)
     N = int(task.X_train.shape[0])
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, 1)
@@ -628,6 +648,10 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
     config["beta2"] = np.zeros_like(config["alpha"])
     device = resolve_device(device)
     G = config["alpha"].size
+    # A copy of the parameters per configuration, with Adam's two moments, the gradients and the
+    # forward pass's activations (a few copies more).
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    check_memory(G, 8 * weights, device, f"{type(model).__name__}/{penalty}")
     params, _ = stack_module_state([model] * G)
     names = list(params)
     params = [params[k].detach().to(device) for k in names]

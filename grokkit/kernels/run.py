@@ -340,6 +340,41 @@ def _flat(x) -> torch.Tensor:
     return x.flatten(1) if isinstance(x, torch.Tensor) else torch.cat([t.flatten(1) for t in x], dim=1)
 
 
+def available_memory(device: torch.device) -> int:
+    """Bytes that a run may still allocate on ``device``: the free memory of a CUDA device; on the CPU,
+    the kernel's MemAvailable, capped by the cgroup's limit (a container's) where there is one."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            have = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as fh:
+            limit = fh.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as fh:
+            used = int(fh.read().strip())
+        if limit != "max":
+            have = min(have, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return have
+
+
+def check_memory(G: int, per_configuration: float, device: torch.device, what: str) -> None:
+    """Refuse a run of ``G`` configurations that needs, at about ``per_configuration`` bytes each,
+    more than 80 % of the memory available on ``device`` (:func:`available_memory`), before it
+    allocates any of it: the message gives the grid's size, what it needs and what the machine has."""
+    need, have = G * per_configuration, available_memory(device)
+    if need > 0.8 * have:
+        raise ValueError(f"{what}: the grid of G = {G:,} configurations needs about {need / 1e9:.1f} GB "
+                         f"({per_configuration / 1e3:.1f} kB per configuration) and {device} has "
+                         f"{have / 1e9:.1f} GB available: run fewer configurations at once, or record fewer "
+                         f"steps (dense, per_decade)")
+
+
 class _Records:
     """Recorded curves (M, G, T), traces (G, T, k) and iterates (G, T, *shape) of a run, on its device."""
 
@@ -391,6 +426,8 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
     A0 = family.recorded(x0)
     device, G = A0.device, A0.shape[0]
     sched = log_schedule(steps, dense, per_decade)
+    size = math.prod(A0.shape[1:])  # the recorded curves and traces (4 assumed), the iterates, the state
+    check_memory(G, 8 * (sched.size * (len(family.curves) + 4 + (size if record else 0)) + 6 * size), device, method)
     cols = torch.arange(sched.size, device=device)
     rec = _Records(G, sched.size, tuple(A0.shape[1:]), len(family.curves), record, device)
     state = _State(family, method, data, config, x0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grokkit._checks import check_finite, check_int, check_option, check_range, check_seed, show
+from grokkit._checks import check_finite, check_int, check_option, check_range, check_real, check_seed, show
 from grokkit.cache import cached
 from grokkit.kernels.run import (FINITE, MAX_STEPS, METRICS, SPARSE, Family, Trajectory, _metrics, _sparse_result,
                                  apply, apply_t, check_step_size, configurations, gradient, lambda_max, residual,
@@ -64,6 +64,7 @@ def _leading(value, ndim: int) -> int:
 def _tensor(name: str, value, own: str, G: int) -> torch.Tensor:
     """``value`` as float64, shaped ``own`` (shared) or (G, ``own``) (one per configuration)."""
     ndim = own.count(",") + (0 if own.endswith(",)") else 1)
+    check_real(name, value)
     t = torch.as_tensor(value if torch.is_tensor(value) else np.asarray(value), dtype=torch.float64)
     if t.dim() == ndim + 1 and t.shape[0] == 1:
         t = t[0]
