@@ -268,9 +268,9 @@ def run(args: argparse.Namespace) -> int:
     notebooks = pipeline.resolve_targets(args.targets, pipeline.discover(root))
     overrides = pipeline.parse_overrides(args.param)
     pipeline.check_overrides(notebooks, args.preset, overrides)
-    if not args.no_cache:
-        pipeline.check_folder(_cache_folder(args, root), "the result cache folder")
     cache_dir = "" if args.no_cache else str(_cache_folder(args, root))
+    if cache_dir:
+        pipeline.check_folder(Path(cache_dir), "the result cache folder")
     out = _out(args, root)
     pipeline.check_output_folder(out, sorted({nb.chapter for nb in notebooks}))
     workers = args.workers or max(1, min(os.cpu_count() or 1, len(notebooks)))
