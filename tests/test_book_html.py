@@ -158,6 +158,14 @@ def test_index_links_every_page() -> None:
     assert not missing, f"book/index.html does not link to {missing}"
 
 
+def test_index_says_why_a_claim_has_no_caption() -> None:
+    """Issue 22: seven rows of the index began "(caption missing)", unexplained."""
+    text = " ".join(re.sub(r"<[^>]+>", " ", Page(HTML / "book" / "index.html").text).split())
+    assert "caption missing" not in text
+    rows = text.count("(no caption in the paper; from its text)")
+    assert rows == 7 and "seven figures of the paper (15, 16, 19, 20, 23, 24 and 35) have no caption" in text
+
+
 SMART_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
