@@ -42,13 +42,15 @@ book: install
 # measured at rounding level (1e-16) print the same digits in both runs.
 NOTEBOOK_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-# Both cores everywhere: pytest-xdist for the tests and for nbval (--dist loadfile keeps each
-# notebook's cells in one kernel, in order), `grokkit run` runs a notebook per core. nbval
+# Both cores everywhere: pytest-xdist for the tests (each process with one BLAS thread and one
+# fused-steps thread, NOTEBOOK_THREADS, so that they do not oversubscribe the cores) and for nbval
+# (--dist loadfile keeps each notebook's cells in one kernel, in order), `grokkit run` runs a
+# notebook per core. nbval
 # re-executes every page with the result cache of the run before it, so it checks that each
 # page still runs and prints the same claims without recomputing the kernels (their
 # determinism is tested in tests/).
 test: install
-	$(BIN)/python -m pytest -n auto tests
+	$(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto tests
 	$(BIN)/grokkit run all --preset quick
 	GROKKIT_CACHE=$(CURDIR)/.cache $(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto --dist loadfile --nbval-lax \
 	  --nbval-current-env -p no:cacheprovider -o addopts="" book/generated

@@ -5,7 +5,7 @@ same initial point in both, measured side by side in one run; the numpy loop run
 the grid (its rate is per configuration-step), whose final iterates are compared. Prints
 configuration-steps per second, the ratio and the largest difference, as a Markdown table.
 
-    python benchmarks/bench_sparse.py [--steps 200000] [--numpy-configs 6] [--device auto]
+    python benchmarks/bench_sparse.py [--steps 200000] [--numpy-configs 6] [--repeats 3] [--device auto]
 
 On a CUDA device (``--device cuda``, or ``auto`` where there is one) it times the batched
 PyTorch steps on the GPU (wall time between ``torch.cuda.synchronize()`` calls, after a warm-up
@@ -42,6 +42,22 @@ def fused_path(enabled: bool):
         yield
     finally:
         fused.usable = usable
+
+
+@contextmanager
+def fused_variant(isa: str, threads: int):
+    """The fused steps with the vector width ``isa`` ("avx2" or "avx512") on ``threads`` threads
+    (through ``GROKKIT_FUSED_ISA`` and ``OMP_NUM_THREADS``, which :func:`grokkit.kernels.fused.threads` reads)."""
+    names = ("GROKKIT_FUSED_ISA", "OMP_NUM_THREADS")
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update(GROKKIT_FUSED_ISA=isa, OMP_NUM_THREADS=str(threads))
+    fused.library.cache_clear()
+    try:
+        yield fused.library()
+    finally:
+        for k, v in before.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        fused.library.cache_clear()
 
 
 def numpy_loop(X, y, alpha, beta1, b0, steps):
@@ -115,6 +131,7 @@ def main() -> None:
     parser.add_argument("--numpy-configs", type=int, default=6,
                         help="configurations the numpy loop runs (a diagonal of the grid; its rate is per step)")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the fused variants and the numpy loop")
     args = parser.parse_args()
     device = gk.kernels.resolve_device(args.device)  # refuses a CUDA device on a machine without one
     if args.steps is None:
@@ -130,10 +147,37 @@ def main() -> None:
     b0 = np.full(problem.n, 1e-6)
     subset = np.linspace(0, G - 1, args.numpy_configs).round().astype(int)
 
-    t = time.perf_counter()
-    finals = np.stack([numpy_loop(problem.X, problem.y, grid["alpha"][g], grid["beta1"][g], b0, args.steps)
-                       for g in subset])
-    numpy_rate = subset.size * args.steps / (time.perf_counter() - t)
+    kwargs = dict(b_star=problem.b_star, init="constant", init_scale=1e-6, device=args.device, progress=False)
+    numpy_rates, fused_rates = [], {}
+    cores = os.cpu_count() or 1
+    variants = [(isa, k) for isa in ("avx2", "avx512") for k in (1, cores)] if fused.library() is not None else []
+    for _ in range(args.repeats):  # side by side, interleaved: the numpy loop, then each fused variant
+        t = time.perf_counter()
+        finals = np.stack([numpy_loop(problem.X, problem.y, grid["alpha"][g], grid["beta1"][g], b0, args.steps)
+                           for g in subset])
+        numpy_rates.append(subset.size * args.steps / (time.perf_counter() - t))
+        for isa, threads in variants:
+            with fused_variant(isa, threads) as lib:
+                t = time.perf_counter()  # wall time, the loop's recording included
+                traj = gk.kernels.subgradient(problem.X, problem.y, **grid, steps=args.steps, stop_periodic=False,
+                                              **kwargs)
+                rate = G * args.steps / (time.perf_counter() - t)
+            name = f"fused, {'AVX-512' if lib.lanes == 8 else 'AVX2'}, {threads} thread{'s' * (threads > 1)}"
+            fused_rates.setdefault(name, []).append((rate, np.abs(traj.b_final[subset] - finals).max()))
+    numpy_rate = float(np.median(numpy_rates))
+
+    print(f"Figure 1 grid, the fused steps by vector width and threads: {G} configurations x {args.steps} steps, "
+          f"{args.repeats} repeats interleaved, wall time (median and range); the leanest numpy loop, one "
+          f"configuration at a time, {numpy_rate:.3g} steps/s (range {min(numpy_rates):.3g}-{max(numpy_rates):.3g})\n")
+    print("| fused steps | configuration-steps/s (median) | ratio to the numpy loop: median (range) "
+          "| max abs difference of final b |")
+    print("|---|---|---|---|")
+    for name, runs in fused_rates.items():
+        rates = np.array([r for r, _ in runs])
+        ratios = rates / np.array(numpy_rates)
+        print(f"| {name} | {np.median(rates):.3g} | {np.median(ratios):.1f} ({ratios.min():.1f}-{ratios.max():.1f}) "
+              f"| {max(d for _, d in runs):.1e} |")
+    print()
 
     rows = []
     for backend, stop in (("torch", False), ("fused", False), ("fused", True)):

@@ -145,7 +145,7 @@ def test_a_truncated_fused_library_is_rebuilt(fused_cache: Path) -> None:
 
 def test_an_unloadable_fused_library_falls_back_with_one_warning(fused_cache: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken_build(compiler: str, source: Path) -> Path:
+    def broken_build(compiler: str, source: Path, flags=()) -> Path:
         fused_cache.mkdir(parents=True, exist_ok=True)
         target = fused_cache / "fused-broken.so"
         target.write_bytes(b"not a library")

@@ -189,6 +189,33 @@ def test_fused_configurations_do_not_mix(method, prob):
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("every_chunk", [False, True])
+def test_fused_steps_on_two_threads_are_those_on_one_bit_for_bit(method, every_chunk, prob, monkeypatch):
+    """The fused sparse steps split the configurations over the cores (issue 23): each thread
+    owns whole blocks of 4 configurations, so the records are the same, bit for bit, on 1, 2 or
+    3 threads (G = 36: 9 blocks, uneven over 2). Long chunks are split, short ones are not, unless
+    ``every_chunk``."""
+    if fused_mod.library() is None:
+        pytest.skip("the fused CPU steps cannot be built on this machine (no cc, or no AVX2/FMA)")
+    if every_chunk:
+        monkeypatch.setattr(fused_mod, "THREAD_WORK", 0.0)
+    monkeypatch.setattr(fused_mod.os, "sched_getaffinity", lambda pid: set(range(3)), raising=False)
+    cfg = gk.kernels.grid(alpha=np.geomspace(0.1, 1.0, 6) / prob.lambda_max, beta1=np.geomspace(1e-4, 3e-2, 6))
+    runs, splits = {}, []
+    split = fused_mod.threads
+    monkeypatch.setattr(fused_mod, "threads", lambda work: splits.append(split(work)) or splits[-1])
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        runs[threads] = solve(method, prob, 5000, **cfg)
+        assert runs[threads].backend == "fused"
+        assert max(splits) == int(threads) and (threads == "1" or (min(splits) == 1) != every_chunk)
+        splits.clear()
+    for threads in ("2", "3"):
+        for name in ("b_final", "train_error", "test_error", "l1", "stopped_at"):
+            np.testing.assert_array_equal(getattr(runs[threads], name), getattr(runs["1"], name), err_msg=name)
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_batch_of_problems_equals_each_problem(method):
     probs = [data.sparse.problem(40, 3, 15, variance="1/N", seed=s) for s in range(3)]
     X = np.stack([p.X for p in probs])
@@ -575,3 +602,24 @@ def test_projected_method_refuses_a_rank_deficient_problem_in_a_stack():
     X[1, 1] = X[1, 0]  # two equal rows: rank 11 < N = 12
     with pytest.raises(ValueError, match=r"rank\(X\) = N <= n.*N = 12, n = 30, rank 11.*configuration 1"):
         gk.kernels.projected_subgradient(X, y, b_star=b_star, alpha=0.1, beta1=1e-3, steps=5, device="cpu")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_avx512_steps_are_the_avx2_steps_bit_for_bit(method, prob, monkeypatch):
+    """The sparse steps use AVX-512 (8 configurations a register) where the CPU has it: each lane
+    does the fused multiply-adds of the AVX2 build in the same order, so the records are the same,
+    bit for bit (issue 23). G = 36 pads to 40 in one build and to 36 in the other."""
+    if fused_mod.library() is None or "avx512f" not in fused_mod._cpu_flags():
+        pytest.skip("no AVX-512 (or no fused CPU steps) on this machine")
+    cfg = gk.kernels.grid(alpha=np.geomspace(0.1, 1.0, 6) / prob.lambda_max, beta1=np.geomspace(1e-4, 3e-2, 6))
+    runs = {}
+    for isa, lanes in (("avx512", 8), ("avx2", 4)):
+        monkeypatch.setenv("GROKKIT_FUSED_ISA", isa)
+        fused_mod.library.cache_clear()
+        assert fused_mod.library().lanes == lanes
+        runs[isa] = solve(method, prob, 3000, **cfg)
+        assert runs[isa].backend == "fused"
+    monkeypatch.delenv("GROKKIT_FUSED_ISA")
+    fused_mod.library.cache_clear()
+    for name in ("b_final", "train_error", "test_error", "l1", "stopped_at"):
+        np.testing.assert_array_equal(runs["avx512"].__dict__[name], runs["avx2"].__dict__[name], err_msg=name)

@@ -201,6 +201,28 @@ def test_configurations_do_not_mix() -> None:
         np.testing.assert_array_equal(together.test_error[g], alone.test_error[0])
 
 
+@pytest.mark.parametrize("method", ["subgradient", "proximal", "projected_subgradient"])
+def test_fused_matrix_steps_on_several_threads_are_those_on_one_bit_for_bit(method: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused matrix steps split the groups of 4 configurations over the cores, each thread
+    with its own work space (issue 23): the records are the same, bit for bit, on 1, 2 or 3 threads
+    (12 configurations, 3 groups; every chunk split)."""
+    p = problem()
+    grid = {"alpha": np.repeat(FIG5_ALPHA, 2), "beta_star": np.tile([1e-4, 1e-2], 6)}
+    monkeypatch.setattr(fused, "THREAD_WORK", 0.0)
+    monkeypatch.setattr(fused.os, "sched_getaffinity", lambda pid: set(range(3)), raising=False)
+    runs = {}
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        assert fused.threads(1.0) == int(threads)
+        runs[threads] = getattr(mk, method)(p.mask, p.y, (10, 10), **grid, A_star=p.A_star, steps=1500,
+                                            device="cpu", progress=False)
+        assert runs[threads].backend == "fused"
+    for threads in ("2", "3"):
+        for name in ("A_final", "train_error", "test_error", "singular_values"):
+            np.testing.assert_array_equal(getattr(runs[threads], name), getattr(runs["1"], name), err_msg=name)
+
+
 def test_one_mask_per_configuration(torch_steps) -> None:
     """(G, n1, n2) masks and (G, N) y (the tau sweeps): each configuration runs its own problem,
     as the PyTorch steps do (100 steps: before the spurious singular values reach their floor,

@@ -34,6 +34,12 @@ Both need an x86-64 CPU with AVX2 and FMA and a C compiler (``cc``); without the
 ``GROKKIT_FUSED=0``, the kernels use the PyTorch steps, which are the reference (the tests
 check that both agree). Matrix sensing (a dense X) and matrices with min(n1, n2) above
 :data:`MATRIX_MAX_SIDE` stay on the PyTorch steps.
+
+Both use the cores this process is given: a long chunk of steps is split over :func:`threads`
+threads, each with whole registers of configurations in arrays of its own, and the sparse steps
+can be built for AVX-512 (``GROKKIT_FUSED_ISA=avx512``, see :data:`AVX512`). Neither changes a
+number: every configuration does the same arithmetic, in the same order, on any number of threads
+and at either vector width (the tests check it bit for bit).
 """
 from __future__ import annotations
 
@@ -60,21 +66,40 @@ MATRIX_MAX_SIDE = 40
 _SOURCES = {"sparse": Path(__file__).with_name("fused.c"), "matrix": Path(__file__).with_name("fused_matrix.c")}
 _D = ctypes.POINTER(ctypes.c_double)
 _SIGNATURES = {  # name: (restype, argtypes)
-    "grokkit_steps": (None, [ctypes.c_int] * 4 + [ctypes.c_long] + [_D] * 11),
-    "grokkit_matrix_steps": (ctypes.c_int, [ctypes.c_int] * 4 + [ctypes.c_long] + [_D] * 8),
+    "grokkit_steps": (None, [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_int] + [_D] * 11),
+    "grokkit_matrix_steps": (ctypes.c_int, [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_int] + [_D] * 8),
     "grokkit_matrix_svd": (ctypes.c_int, [ctypes.c_int] * 3 + [_D] * 3),
+    "grokkit_lanes": (ctypes.c_int, []),
 }
 
 
-def _cpu_has_avx2_fma() -> bool:
+def _cpu_flags() -> set[str]:
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        return set(Path("/proc/cpuinfo").read_text().split())
     except OSError:
-        return False
-    return " avx2" in flags and " fma" in flags
+        return set()
 
 
-FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC")
+def _cpu_has_avx2_fma() -> bool:
+    return {"avx2", "fma"} <= _cpu_flags()
+
+
+FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-pthread")
+# The sparse steps also build for AVX-512 (8 configurations a register) with GROKKIT_FUSED_ISA=avx512
+# where the CPU has it; a lane computes the same numbers in both builds. It is not the default: on
+# the development machine (an AMD EPYC that runs a 512-bit FMA on its two 256-bit units) the AVX2
+# steps already run at the core's multiply-add peak, and the AVX-512 build measured as fast on one
+# core and 22 % slower on two (it pads the Figure 1 grid from 36 configurations to 40);
+# book/benchmarks.md.
+AVX512 = ("-mavx512f",)
+
+
+def _flags(kind: str) -> tuple[str, ...]:
+    """The compiler flags of the ``kind`` library here: AVX2/FMA, or AVX-512 for the sparse steps
+    where ``GROKKIT_FUSED_ISA=avx512`` asks for it and the CPU has it."""
+    wide = (kind == "sparse" and "avx512f" in _cpu_flags()
+            and os.environ.get("GROKKIT_FUSED_ISA", "").strip().lower() == "avx512")
+    return FLAGS + AVX512 if wide else FLAGS
 
 
 def _record(target: Path) -> Path:
@@ -97,10 +122,10 @@ def _verified(target: Path) -> bool:
         return False
 
 
-def _build(compiler: str, source: Path = _SOURCES["sparse"]) -> Path | None:
-    """Compile ``source`` into the user's cache (keyed by the source and flags), once; a cached
-    build that does not match its record (:func:`_verified`) is built again."""
-    digest = hashlib.sha256(source.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+def _build(compiler: str, source: Path = _SOURCES["sparse"], flags: tuple[str, ...] = FLAGS) -> Path | None:
+    """Compile ``source`` with ``flags`` into the user's cache (keyed by the source and flags), once;
+    a cached build that does not match its record (:func:`_verified`) is built again."""
+    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
     for folder in (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grokkit",
                    Path(tempfile.gettempdir()) / f"grokkit-{os.getuid()}"):
         target = folder / f"{source.stem}-{digest}.so"
@@ -109,7 +134,7 @@ def _build(compiler: str, source: Path = _SOURCES["sparse"]) -> Path | None:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             partial = folder / f"{source.stem}-{digest}.{os.getpid()}.tmp"
-            if subprocess.run([compiler, *FLAGS, "-o", str(partial), str(source)], capture_output=True).returncode:
+            if subprocess.run([compiler, *flags, "-o", str(partial), str(source)], capture_output=True).returncode:
                 return None
             record = folder / f"{source.stem}-{digest}.{os.getpid()}.sha256.tmp"
             record.write_text(_fingerprint(partial) + "\n", encoding="utf-8")
@@ -137,12 +162,15 @@ def library(kind: str = "sparse") -> ctypes.CDLL | None:
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not _cpu_has_avx2_fma():
         return None
-    source = _SOURCES[kind]
-    target = _build(compiler, source)
+    source, flags = _SOURCES[kind], _flags(kind)
+    target = _build(compiler, source, flags)
+    if target is None and flags != FLAGS:  # a compiler without AVX-512: the AVX2 build
+        flags = FLAGS
+        target = _build(compiler, source, flags)
     lib = _load(target)
     if target is not None and lib is None:  # a damaged cached build (truncated, say): rebuild it once
         target.unlink(missing_ok=True)
-        lib = _load(_build(compiler, source))
+        lib = _load(_build(compiler, source, flags))
         if lib is None:
             warnings.warn(f"grokkit: the fused CPU steps in {target} could not be loaded or rebuilt; "
                           "using the PyTorch steps", RuntimeWarning, stacklevel=2)
@@ -151,7 +179,24 @@ def library(kind: str = "sparse") -> ctypes.CDLL | None:
     for name, (restype, argtypes) in _SIGNATURES.items():
         if hasattr(lib, name):
             getattr(lib, name).argtypes, getattr(lib, name).restype = argtypes, restype
+    lib.lanes = lib.grokkit_lanes() if hasattr(lib, "grokkit_lanes") else 4  # the padding of G it needs
     return lib
+
+
+# A chunk of steps is split over threads only when it has this many flops at least (about 1 ms on one
+# core): starting and joining a thread costs some 50 µs, and the first records of a run are 1 step apart.
+THREAD_WORK = 4e6
+
+
+def threads(work: float) -> int:
+    """Threads for a chunk of ``work`` flops: the cores this process may use (its CPU affinity),
+    capped by ``OMP_NUM_THREADS`` where it is set (``grokkit run`` sets it to 1 when it runs one
+    notebook per core, so that runs never oversubscribe the machine); 1 below :data:`THREAD_WORK`."""
+    if work < THREAD_WORK:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return max(1, min(cores, int(cap) if cap.isdigit() and int(cap) > 0 else cores))
 
 
 def usable(method: str, X: torch.Tensor, y: torch.Tensor) -> bool:
@@ -178,13 +223,15 @@ def _columns(a, G: int, Gp: int) -> np.ndarray:
 
 class _Layout:
     """The iterates of G configurations in the fused layout: (entries, Gp) arrays, G padded to a
-    multiple of 4, with the two previous iterates (for the periodic stop) and per-configuration
+    multiple of ``lanes`` (4; 8 for the AVX-512 sparse steps), with the two previous iterates (for the periodic stop) and per-configuration
     arrays ``fields`` (hyper-parameters, data), all shrunk together by :meth:`keep`. A subclass
     sets ``_pointers`` (the C arguments) and ``advance``."""
 
+    lanes = 4  # the configurations of one register: G is padded to a multiple of it
+
     def _load(self, x0: np.ndarray, fields: dict[str, np.ndarray]) -> None:
         G = x0.shape[0]
-        self.G, self.Gp, self.shape = G, -(-G // 4) * 4, x0.shape[1:]
+        self.G, self.Gp, self.shape = G, -(-G // self.lanes) * self.lanes, x0.shape[1:]
         self.fields = {k: _columns(v, G, self.Gp) for k, v in fields.items()}
         self.B = _columns(x0, G, self.Gp)
         self.B1, self.B2 = self.B.copy(), self.B.copy()
@@ -209,6 +256,7 @@ class FusedSteps(_Layout):
     def __init__(self, method: str, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, b0: torch.Tensor,
                  P: torch.Tensor | None = None):
         self.method = METHODS[method]
+        self.lanes = library().lanes
         self.N, self.n = X.shape
         self.X = np.ascontiguousarray(X.numpy())
         self.M = np.ascontiguousarray(P.numpy() if P is not None else X.numpy().T)
@@ -223,9 +271,11 @@ class FusedSteps(_Layout):
                                                          self.B, self.B1, self.B2, self.R, self.D)]
 
     def advance(self, k: int) -> None:
-        """``k`` updates of every configuration."""
+        """``k`` updates of every configuration, on :func:`threads` threads when the chunk is long
+        enough to pay for them (the iterates are the same on any number of threads)."""
         if k:
-            library().grokkit_steps(self.method, self.N, self.n, self.Gp, k, *self.pointers)
+            work = 4.0 * k * self.N * self.n * self.Gp  # multiply-adds of the two products, times 2
+            library().grokkit_steps(self.method, self.N, self.n, self.Gp, k, threads(work), *self.pointers)
 
 
 class MatrixSteps(_Layout):
@@ -249,8 +299,12 @@ class MatrixSteps(_Layout):
                                                          self.B, self.B1, self.B2)]
 
     def advance(self, k: int) -> None:
-        """``k`` updates of every configuration."""
-        if k and not library("matrix").grokkit_matrix_steps(self.method, *self.shape, self.Gp, k, *self.pointers):
+        """``k`` updates of every configuration, on :func:`threads` threads when the chunk is long
+        enough to pay for them (the iterates are the same on any number of threads)."""
+        n1, n2 = self.shape
+        work = 10.0 * k * self.Gp * n1 * n2 * min(n1, n2) ** 2  # a Jacobi SVD per step, some sweeps
+        if k and not library("matrix").grokkit_matrix_steps(self.method, n1, n2, self.Gp, k, threads(work),
+                                                            *self.pointers):
             raise MemoryError("the fused matrix steps could not allocate their work space")
 
 

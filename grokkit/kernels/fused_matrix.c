@@ -11,12 +11,14 @@
  * with LAPACK's to rounding in ||A||. A lane's rotations depend only on its own matrix and a
  * skipped rotation leaves it bit for bit unchanged, so configurations never mix: each one's
  * numbers are the same whatever the batch. The caller pads the number of configurations to a
- * multiple of 4 (with copies of a real configuration).
+ * multiple of 4 (with copies of a real configuration). A run may split its groups over threads,
+ * each with its own work space: the numbers are the same, bit for bit, on one thread or several.
  * Compiled on first use by grokkit/kernels/fused.py; the PyTorch steps are the reference.
  */
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,40 +275,80 @@ static void update(int method, Work *w, v4 *A, const v4 *M, const v4 *Y, v4 alph
   }
 }
 
-/* k updates of every configuration (G a multiple of 4, arrays (n1 n2) x G); A holds the iterate,
- * A1 and A2 receive the two before the last. Returns 0 if out of memory. */
-int grokkit_matrix_steps(int method, int n1, int n2, int G, long k, const double *M, const double *Y,
-                         const double *alpha, const double *beta_star, const double *beta2, double *A,
-                         double *A1, double *A2) {
+/* The arguments of grokkit_matrix_steps, the groups [g0, g1) of one thread, and whether its work
+ * space could be allocated. */
+typedef struct {
+  int method, n1, n2, G, g0, g1;
+  long k;
+  const double *M, *Y, *alpha, *beta_star, *beta2;
+  double *A, *A1, *A2;
+  int ok;
+} Steps;
+
+/* k updates of the configurations [s->g0, s->g1), a group of 4 at a time, in a work space of its own. */
+static void *steps(void *arg) {
+  Steps *s = arg;
   Work w;
-  if (!work_init(&w, n1, n2)) return 0;
-  int n = n1 * n2;
+  s->ok = 0;
+  if (!work_init(&w, s->n1, s->n2)) return 0;
+  int n = s->n1 * s->n2, G = s->G;
   v4 *local = aligned_alloc(32, sizeof(v4) * 4 * (size_t)n);
   if (!local) {
     work_free(&w);
     return 0;
   }
   v4 *X = local, *Mg = local + n, *Yg = local + 2 * n, *T = local + 3 * n;
-  for (int g = 0; g < G; g += 4) {
+  for (int g = s->g0; g < s->g1; g += 4) {
     for (int e = 0; e < n; e++) {
-      X[e] = _mm256_loadu_pd(A + (long)e * G + g);
-      Mg[e] = _mm256_loadu_pd(M + (long)e * G + g);
-      Yg[e] = _mm256_loadu_pd(Y + (long)e * G + g);
+      X[e] = _mm256_loadu_pd(s->A + (long)e * G + g);
+      Mg[e] = _mm256_loadu_pd(s->M + (long)e * G + g);
+      Yg[e] = _mm256_loadu_pd(s->Y + (long)e * G + g);
     }
-    v4 a = _mm256_loadu_pd(alpha + g), b = _mm256_loadu_pd(beta_star + g), r = _mm256_loadu_pd(beta2 + g);
-    for (long s = 0; s < k; s++) {
-      if (s >= k - 2)
+    v4 a = _mm256_loadu_pd(s->alpha + g), b = _mm256_loadu_pd(s->beta_star + g), r = _mm256_loadu_pd(s->beta2 + g);
+    for (long t = 0; t < s->k; t++) {
+      if (t >= s->k - 2)
         for (int e = 0; e < n; e++) {
-          _mm256_storeu_pd(A2 + (long)e * G + g, _mm256_loadu_pd(A1 + (long)e * G + g));
-          _mm256_storeu_pd(A1 + (long)e * G + g, X[e]);
+          _mm256_storeu_pd(s->A2 + (long)e * G + g, _mm256_loadu_pd(s->A1 + (long)e * G + g));
+          _mm256_storeu_pd(s->A1 + (long)e * G + g, X[e]);
         }
-      update(method, &w, X, Mg, Yg, a, b, r, T);
+      update(s->method, &w, X, Mg, Yg, a, b, r, T);
     }
-    for (int e = 0; e < n; e++) _mm256_storeu_pd(A + (long)e * G + g, X[e]);
+    for (int e = 0; e < n; e++) _mm256_storeu_pd(s->A + (long)e * G + g, X[e]);
   }
   free(local);
   work_free(&w);
-  return 1;
+  s->ok = 1;
+  return 0;
+}
+
+#define MAX_THREADS 64
+
+/* k updates of every configuration (G a multiple of 4, arrays (n1 n2) x G) on `threads` threads,
+ * each a range of whole groups of 4 (a range whose thread cannot be started runs here); A holds
+ * the iterate, A1 and A2 receive the two before the last. Returns 0 if a work space could not be
+ * allocated. */
+int grokkit_matrix_steps(int method, int n1, int n2, int G, long k, int threads, const double *M,
+                         const double *Y, const double *alpha, const double *beta_star, const double *beta2,
+                         double *A, double *A1, double *A2) {
+  int groups = G / 4;
+  if (threads > groups) threads = groups;
+  if (threads > MAX_THREADS) threads = MAX_THREADS;
+  if (threads < 1) threads = 1;
+  Steps part[MAX_THREADS];
+  pthread_t id[MAX_THREADS];
+  for (int i = 0; i < threads; i++) {
+    Steps s = {method, n1, n2, G, 4 * (groups * i / threads), 4 * (groups * (i + 1) / threads), k,
+               M, Y, alpha, beta_star, beta2, A, A1, A2, 0};
+    part[i] = s;
+  }
+  int started = 1;
+  while (started < threads && !pthread_create(&id[started], 0, steps, &part[started])) started++;
+  for (int i = started; i < threads; i++) steps(&part[i]);
+  steps(&part[0]);
+  for (int i = 1; i < started; i++) pthread_join(id[i], 0);
+  int ok = 1;
+  for (int i = 0; i < threads; i++) ok &= part[i].ok;
+  return ok;
 }
 
 /* The singular values S (min(n1, n2) x G, unordered) and h(A) = U V^T (n1 n2 x G) of G matrices
