@@ -694,7 +694,7 @@ def page_status(out: Path, nb: Notebook) -> dict[str, Any]:
     failed = read_json(paths["failed_summary"])
     row: dict[str, Any] = {"stem": nb.stem, "preset": "-", "overrides": {}, "claims": "-", "ran": "-",
                            "failed": failed.get("started_at", "?") if failed else None,
-                           "error": str(failed.get("error", "")).splitlines()[0][:120] if failed else ""}
+                           "error": (str(failed.get("error", "")).splitlines() or [""])[0][:120] if failed else ""}
     if data is None:
         row["state"] = "incomplete (no matching summary)" if paths["page"].is_file() else "missing"
         return row

@@ -197,6 +197,9 @@ def test_status_shows_the_last_failure(book: Path, capsys: pytest.CaptureFixture
     assert nb1.split()[:3] == ["nb1", "up", "to"] and "last run FAILED at 20" in nb1 and "AssertionError" in nb1
     assert nb2.split()[:2] == ["nb2", "missing"]
     assert "last run FAILED at 20" in nb2 and "raised ValueError: boom" in nb2
+    (out_dir(book) / "nb2.failed.json").write_text('{"started_at": "then", "error": ""}', encoding="utf-8")
+    assert cli.main(["status", "nb2"]) == 0  # a failed summary without an error message still shows
+    assert "last run FAILED at then" in capsys.readouterr().out
 
 
 def test_the_book_warns_of_stale_pages(book: Path) -> None:
