@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TRITON := $(VENV)/.triton
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 # The browser check (tests/test_browser.py) needs Chromium and its driver; .ci/run installs them.
 HAVE_CHROMIUM := $(shell command -v chromium >/dev/null && command -v chromedriver >/dev/null && echo yes)
@@ -33,6 +34,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PIP) install --no-deps -e .
 	@touch $@
 
+# Triton for the tests only (tests/test_persistent.py runs the GPU kernels in its interpreter).
+$(TRITON): requirements-triton.txt $(STAMP)
+	@echo "installing requirements-triton.txt into $(VENV) (the GPU kernels' tests)"
+	$(PIP) install -r requirements-triton.txt
+	@touch $@
+
 book: install
 	$(BIN)/grokkit run all --preset quick
 	$(BIN)/grokkit book
@@ -49,7 +56,7 @@ NOTEBOOK_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # re-executes every page with the result cache of the run before it, so it checks that each
 # page still runs and prints the same claims without recomputing the kernels (their
 # determinism is tested in tests/).
-test: install
+test: install $(TRITON)
 	$(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto tests
 	$(BIN)/grokkit run all --preset quick
 	GROKKIT_CACHE=$(CURDIR)/.cache $(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto --dist loadfile --nbval-lax \

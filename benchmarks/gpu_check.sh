@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# GPU checks of the kernels (issue 8): run from the repository root on a machine with CUDA torch,
+# GPU checks of the kernels: run from the repository root on a machine with CUDA torch and Triton,
 #
 #     OUT=/some/folder bash benchmarks/gpu_check.sh        # OUT defaults to ./gpu_check_out
 #
-# writes into $OUT (at most 8 files: the device tool brings back no more):
-#   status.txt         the environment (nvidia-smi, python/torch/numpy, CUDA devices, cc, the fused
+# in at most about 8 minutes, writing into $OUT (at most 8 files: the device tool brings back no more):
+#   status.txt         the environment (nvidia-smi, python/torch/triton/numpy, CUDA devices, the fused
 #                      CPU path), then each part's exit status (124: its timeout) and seconds
-#   gpu_tests.txt      tests/test_gpu.py (-m gpu: every kernel family on CUDA against the CPU), and
-#                      last, if time is left, the kernel test files on the CPU with this CUDA build of
-#                      torch (the cvxpy tests deselected where cvxpy is missing)
-#   bench.md           benchmarks/bench_matrix.py, bench_nets.py and bench_sparse.py with --device cuda
-#   paper_nets.txt     the paper presets of the pages named by $PAGES (benchmarks/run_page.py, at most
-#                      $PAGE_LIMIT seconds each), and one JSON summary each: <stem>.paper.json;
-#                      progress.json: how far the last page's training got
+#   gpu_tests.txt      tests/test_persistent.py (the persistent Triton kernels and polar() on CUDA
+#                      against the PyTorch steps and the SVD) and tests/test_gpu.py (-m gpu: every
+#                      kernel family on CUDA against the CPU)
+#   bench.md           benchmarks/bench_persistent.py: the persistent kernels against the PyTorch
+#                      steps at 36, 144 and 576 configurations, Figure 53's l* step with polar()
+#                      against the SVD; with FULL=1 also bench_matrix, bench_nets and bench_sparse
+#   paper.txt          the paper presets of the pages named by $PAGES (default: Figures 1 and 53;
+#                      benchmarks/run_page.py, at most $PAGE_LIMIT seconds each), and one JSON
+#                      summary each: <stem>.paper.json; progress.json: how far the last page got
 # Installs nothing. Every part has a timeout and the next part runs whatever the previous one did.
 set -u
 cd "$(dirname "$0")/.."
@@ -40,6 +42,11 @@ nvidia-smi || echo 'nvidia-smi failed'
 $PY - <<'EOF'
 import platform, shutil, sys
 import numpy, torch
+try:
+    import triton
+    print('triton', triton.__version__)
+except ImportError:
+    print('triton: not installed')
 print('python', sys.version.replace(chr(10), ' '), platform.machine())
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())
 print('numpy', numpy.__version__)
@@ -55,36 +62,25 @@ EOF
 cc --version 2>&1 | head -1 || true
 "
 
-# (b) the CUDA comparisons (all of them, -v: what passed survives a timeout)
-part "tests/test_gpu.py" 150 "$OUT/gpu_tests.txt" \
-    $PY -m pytest -v -rs -m gpu -p no:cacheprovider --durations=10 tests/test_gpu.py
-# (c) the benchmarks on the GPU, the CPU side by side
-part bench_matrix 70 "$OUT/bench.md" $PY benchmarks/bench_matrix.py --device cuda
-part bench_nets 90 "$OUT/bench.md" $PY benchmarks/bench_nets.py --device cuda --steps 200 --repeats 2
-part bench_sparse 40 "$OUT/bench.md" $PY benchmarks/bench_sparse.py --device cuda
+# (b) the CUDA comparisons (-v: what passed survives a timeout)
+part "GPU tests" ${TEST_LIMIT:-120} "$OUT/gpu_tests.txt" \
+    $PY -m pytest -v -rs -p no:cacheprovider --durations=10 tests/test_persistent.py tests/test_gpu.py -m "gpu or not gpu"
+# (c) the persistent kernels against the PyTorch steps on this GPU, side by side
+part bench_persistent ${BENCH_LIMIT:-100} "$OUT/bench.md" $PY benchmarks/bench_persistent.py
+if [ "${FULL:-0}" = 1 ]; then
+    part bench_matrix 70 "$OUT/bench.md" $PY benchmarks/bench_matrix.py --device cuda
+    part bench_nets 90 "$OUT/bench.md" $PY benchmarks/bench_nets.py --device cuda --steps 200 --repeats 2
+    part bench_sparse 40 "$OUT/bench.md" $PY benchmarks/bench_sparse.py --device cuda
+fi
 
 # (d) paper presets of pages (PAGES: MyST paths; PAGE_LIMIT seconds each), their summaries in $OUT
 # and the progress of the last one (steps done, seconds) in progress.json: a page stopped by its
 # limit still says how far it got
-for page in ${PAGES:-}; do
+for page in ${PAGES:-notebooks/sparse_recovery/fig01-generalization-time.md notebooks/neural_networks/fig53-mlp-modular-addition-nuclear.md}; do
     stem=$(basename "$page" .md)
-    GROKKIT_PROGRESS="$OUT/progress.json" part "$stem (paper)" "${PAGE_LIMIT:-240}" "$OUT/paper_nets.txt" \
+    GROKKIT_PROGRESS="$OUT/progress.json" part "$stem (paper)" "${PAGE_LIMIT:-120}" "$OUT/paper.txt" \
         $PY benchmarks/run_page.py "$page" --preset paper --summary "$OUT/$stem.paper.json"
 done
-
-# (e) the CPU kernel tests with -x (on several cores when pytest-xdist is there)
-DESELECT=()
-if ! $PY -c "import cvxpy" 2>/dev/null; then  # grokkit.baselines needs cvxpy: three tests import it
-    DESELECT=(--deselect tests/test_kernels.py::test_ista_reaches_the_lasso_solution
-              --deselect tests/test_kernels.py::test_ista_with_ridge_reaches_the_elastic_net_solution
-              --deselect tests/test_matrix_kernels.py::test_proximal_gradient_reaches_the_convex_solution)
-fi
-XDIST=()
-CORES=$(nproc 2>/dev/null || echo 1)
-if $PY -c "import xdist" 2>/dev/null && [ "$CORES" -gt 1 ]; then XDIST=(-n $((CORES < 8 ? CORES : 8))); fi
-part "kernel tests (CPU)" 90 "$OUT/gpu_tests.txt" \
-    $PY -m pytest -x -q -p no:cacheprovider ${XDIST[@]+"${XDIST[@]}"} ${DESELECT[@]+"${DESELECT[@]}"} \
-    tests/test_kernels.py tests/test_matrix_kernels.py tests/test_deep.py
 
 echo "done: $OUT"
 ls -l "$OUT"

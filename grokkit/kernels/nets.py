@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -265,13 +266,56 @@ def loss_gradient(kind: str, output: torch.Tensor, y: torch.Tensor) -> torch.Ten
 
 
 CLOSED_FORM = ("l1", "l2", "l2_squared")  # the penalties whose gradient penalty_gradient_ adds
+# The largest condition number sigma_max/sigma_min of a weight matrix for which polar() reaches the
+# SVD's accuracy; polar_iterations() counts the Newton–Schulz iterations it takes.
+POLAR_CONDITION = 1e8
+# Where the l* gradient is beta U V^T from polar() (no SVD, so the step is one CUDA graph), added to
+# the loss's gradient; elsewhere autograd differentiates the nuclear norm through the SVD (on a CPU
+# LAPACK's SVD of these small matrices costs less than the iterations).
+POLAR_DEVICES = ("cuda",)
+
+
+def polar_iterations(condition: float = POLAR_CONDITION, rank: int = 1) -> int:
+    r"""The Newton–Schulz iterations :math:`x \mapsto \tfrac32x - \tfrac12x^3` that take every
+    singular value of :math:`W/\|W\|_F`, at least :math:`1/(\kappa\sqrt r)` for a condition number
+    :math:`\kappa` = ``condition`` and rank r, to 1 within 4 float64 epsilons (then 1 more):
+    the small ones grow by 3/2 an iteration, then converge quadratically."""
+    x, k = 1.0 / (condition * math.sqrt(rank)), 0
+    while 1.0 - x > 4 * np.finfo(np.float64).eps:
+        x, k = 1.5 * x - 0.5 * x ** 3, k + 1
+    return k + 1
+
+
+def polar(W: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
+    r"""The polar factor :math:`UV^\top` of every matrix of ``W`` (..., m, n), :math:`W = U\Sigma V^\top`
+    its thin SVD: the gradient of the nuclear norm :math:`\|W\|_*` where W has full rank
+    (:math:`\partial\|W\|_* = \{UV^\top + Z\}` with Z on the null spaces), without an SVD.
+
+    Newton–Schulz iterations :math:`X \leftarrow \tfrac32X - \tfrac12XX^\top X` in float64 from
+    :math:`X_0 = W/\|W\|_F`, which map every singular value :math:`x \mapsto \tfrac32x - \tfrac12x^3`
+    and keep the singular vectors, converging to 1 from (0, 1]. A truncated iteration is not a
+    subgradient (it shrinks the small singular values), so ``iterations`` defaults to
+    :func:`polar_iterations` for the rank and :data:`POLAR_CONDITION`: matrices that well
+    conditioned get :math:`UV^\top` to the SVD's accuracy (tested to 1e-12). A fixed count, so the
+    step can be captured in a CUDA graph. Returns ``W``'s dtype."""
+    m, n = W.shape[-2:]
+    if iterations is None:
+        iterations = polar_iterations(POLAR_CONDITION, min(m, n))
+    X = W.to(torch.float64)
+    X = X / torch.linalg.matrix_norm(X).clamp_min(torch.finfo(torch.float64).tiny)[..., None, None]
+    for _ in range(iterations):  # X (3/2 I - 1/2 X^T X), or (3/2 I - 1/2 X X^T) X: the smaller Gram matrix
+        X = (X @ (X.mT @ X) if m >= n else (X @ X.mT) @ X).mul_(-0.5).add_(X, alpha=1.5)
+    return X.to(W.dtype)
 
 
 def penalty_gradient_(name: str, w: torch.Tensor, grad: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
     r"""Add :math:`\beta_g\nabla\Omega` of one stacked weight ``w`` (G, ...) to ``grad``, in
     place: :math:`\beta\,\mathrm{sign}(W)` for ``l1`` (autograd's subgradient, 0 at 0),
-    :math:`\beta W/\|W\|_F` for ``l2`` (0 at W = 0) and :math:`2\beta W` for ``l2_squared``."""
+    :math:`\beta W/\|W\|_F` for ``l2`` (0 at W = 0), :math:`2\beta W` for ``l2_squared`` and
+    :math:`\beta UV^\top` for ``nuclear`` (:func:`polar`)."""
     b = beta.reshape((-1,) + (1,) * (w.dim() - 1))
+    if name == "nuclear":
+        return grad.addcmul_(polar(w), b)
     if name == "l1":
         return grad.addcmul_(w.sign(), b)
     if name == "l2":
@@ -380,15 +424,31 @@ class Setup:
         """Whether :meth:`gradients` takes the closed form (else autograd)."""
         return hasattr(self.template, "loss_gradients") and self.penalty in CLOSED_FORM
 
+    @property
+    def polar(self) -> bool:
+        """Whether :meth:`gradients` adds the ℓ* gradient from :func:`polar` (:data:`POLAR_DEVICES`)."""
+        return self.penalty == "nuclear" and self.task.X_train.device.type in POLAR_DEVICES
+
+    @property
+    def graphed(self) -> bool:
+        """Whether a CUDA step can be one graph (:data:`GRAPH_PENALTIES`; ℓ* only with :attr:`polar`)."""
+        return self.penalty in GRAPH_PENALTIES and (self.penalty != "nuclear" or self.polar)
+
     def gradients(self, params: list[torch.Tensor], beta: torch.Tensor, idx: torch.Tensor | None) -> list[torch.Tensor]:
         r"""The gradients of :meth:`objective` for every stacked parameter: in closed form where the
         model has ``loss_gradients`` and the penalty is one of :data:`CLOSED_FORM`
-        (:func:`penalty_gradient_`), by autograd otherwise."""
+        (:func:`penalty_gradient_`); for ℓ* on :data:`POLAR_DEVICES`, the loss's gradient by
+        autograd and :math:`\beta UV^\top` from :func:`polar`; by autograd otherwise."""
+        task = self.task
+        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
+        if self.polar:
+            leaves = [p.detach().requires_grad_() for p in params]
+            grads = torch.autograd.grad(loss(self.kind, self.outputs(leaves, x), y).sum(), leaves)
+            with torch.no_grad():
+                return [penalty_gradient_("nuclear", p, g, beta) if p.dim() >= 3 else g for p, g in zip(params, grads)]
         if not self.closed_form:
             leaves = [p.detach().requires_grad_() for p in params]
             return list(torch.autograd.grad(self.objective(leaves, beta, idx), leaves))
-        task = self.task
-        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
         grads = self.template.loss_gradients(dict(zip(self.names, params)), x, y, self.kind)
         with torch.no_grad():
             return [penalty_gradient_(self.penalty, p, grads[k], beta) if p.dim() >= 3 else grads[k]
@@ -438,7 +498,9 @@ def _update_cpu(setup: Setup, params, m, v, lr, beta, idx, t: int) -> None:
 # On CUDA, replay each step from a CUDA graph where the penalty allows it; GROKKIT_CUDA_GRAPHS=0
 # launches the steps one by one instead.
 CUDA_GRAPHS = os.environ.get("GROKKIT_CUDA_GRAPHS", "1") != "0"
-GRAPH_PENALTIES = ("l1", "l2", "l2_squared")  # the SVD (l*) and the double backward (Sobolev) run eagerly
+# The penalties whose step is graphed: l* too where its gradient comes from polar() (Setup.polar, not
+# cuSOLVER's SVD, which waits for the host); the double backward of the Sobolev penalties runs eagerly.
+GRAPH_PENALTIES = ("l1", "l2", "l2_squared", "nuclear")
 
 
 class _Graphs:
@@ -509,7 +571,7 @@ def _step_function(setup: Setup):
         params, m, v = _split(x)
         idx = setup_.batches.next()
         lr, beta = alpha.flatten().to(params[0].dtype), beta.flatten().to(params[0].dtype)
-        if params[0].device.type == "cuda" and CUDA_GRAPHS and setup_.penalty in GRAPH_PENALTIES:
+        if params[0].device.type == "cuda" and CUDA_GRAPHS and setup_.graphed:
             if not graphs or not graphs[0].matches(params):  # a new run, or configurations stopped
                 graphs[:] = [_Graphs(setup_, params, m, v, lr, beta)]
             graphs[0].step(idx, count["t"])
@@ -540,7 +602,12 @@ def _evaluate(x, data: dict, col: dict) -> torch.Tensor:
     flat = torch.cat([w.flatten(1) for w in W], dim=1)
     # The singular values on the CPU: cuSOLVER's batched SVD of these small matrices took about
     # 40 ms a call on an H200, more than a hundred graphed training steps.
-    nuclear = sum(torch.linalg.svdvals(torch.nan_to_num(w).cpu()).sum(-1) for w in W).to(flat.device)
+    sigma = [torch.linalg.svdvals(torch.nan_to_num(w).cpu()) for w in W]
+    nuclear = sum(s.sum(-1) for s in sigma).to(flat.device)
+    if setup.polar and any(bool((s[..., 0] > POLAR_CONDITION * s[..., -1]).any()) for s in sigma):
+        warnings.warn(f"nuclear penalty: a weight matrix has a condition number above POLAR_CONDITION = "
+                      f"{POLAR_CONDITION:g}, where polar() does not reach U V^T for its smallest singular "
+                      "values (their l* gradient is shrunk)", RuntimeWarning, stacklevel=2)
     values = [rows[0][0], rows[1][0], rows[0][1], rows[1][1], (flat.abs() > L0_THRESHOLD).sum(1),
               flat.abs().sum(1), torch.linalg.vector_norm(flat, dim=1), nuclear]
     return torch.stack([v.to(torch.float64) for v in values]), []

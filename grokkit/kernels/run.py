@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from grokkit._checks import check_grid, check_int, show
-from grokkit.kernels import fused
+from grokkit.kernels import fused, persistent
 
 HYPER = ("alpha", "beta1", "beta2", "init_scale")
 METRICS = ("train_error", "test_error", "l1", "l2", "grad_ratio")
@@ -83,7 +83,8 @@ class Trajectory:
     filled from the cycle; -1 if it ran every step. ``diverged[g]`` says that configuration g
     was stopped at its first record with a non-finite iterate or curve value (:func:`run`);
     its later records and ``b_final[g]`` are NaN. ``backend`` says whether the steps ran in
-    PyTorch or in the fused CPU path (:mod:`grokkit.kernels.fused`).
+    PyTorch (``"torch"``), in the fused CPU path (``"fused"``, :mod:`grokkit.kernels.fused`) or in
+    the persistent GPU kernels (``"persistent"``, :mod:`grokkit.kernels.persistent`).
     """
 
     method: str
@@ -288,7 +289,8 @@ class Family:
     with ``batched`` and is subset with ``select``. ``result`` builds the family's trajectory from
     the recorded fields. ``fused(method, data, config, x0)``, if given, returns the fused CPU steps
     of a run (:mod:`grokkit.kernels.fused`: an object with ``advance(k)``, ``iterate(age)`` and
-    ``keep(mask)``), or None where the PyTorch steps must run it.
+    ``keep(mask)``), or None where the PyTorch steps must run it; :func:`compiled` picks them by
+    device (the persistent GPU kernels of :mod:`grokkit.kernels.persistent` for CUDA data).
 
     The iterate is a tensor (G, ...) or a list of tensors with the configuration axis first (the
     factors of a deep factorization); ``view`` maps it to the tensor (G, ...) recorded as the
@@ -316,8 +318,21 @@ def _sparse_result(*, curves, iterates, final, traces, **fields) -> Trajectory:
     return Trajectory(**fields, **curves, b=iterates, b_final=final)
 
 
+def compiled(cpu: Callable | None, gpu: Callable | None) -> Callable:
+    """A :class:`Family`'s ``fused`` hook: the fused CPU steps ``cpu`` (:mod:`grokkit.kernels.fused`)
+    for a run on the CPU, the persistent kernels ``gpu`` (:mod:`grokkit.kernels.persistent`) for a
+    run on a CUDA device, or on the CPU under Triton's interpreter (the tests); None leaves the
+    PyTorch steps."""
+    def steps(method: str, data: dict, config: dict, x0):
+        device = _flat(x0).device
+        use = gpu if persistent.available(device) else cpu if device.type == "cpu" else None
+        return None if use is None else use(method, data, config, x0)
+    return steps
+
+
 SPARSE = Family(penalty="beta1", curves=METRICS, finite=FINITE, operands=("X", "y"), target="b_star",
-                evaluate=_metrics, result=_sparse_result, unbatched={"X": 2, "P": 2}, fused=fused.sparse_steps)
+                evaluate=_metrics, result=_sparse_result, unbatched={"X": 2, "P": 2},
+                fused=compiled(fused.sparse_steps, persistent.sparse_steps))
 
 
 def _batched(value, unbatched: int) -> bool:
@@ -466,7 +481,7 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
         traces=dict(zip(family.traces, [t.cpu().numpy() for t in rec.traces or []])),
         iterates=None if rec.x is None else rec.x.cpu().numpy(), final=rec.final.cpu().numpy(),
         diverged=diverged, stopped_at=stopped_at, device=str(device), seconds=time.perf_counter() - t_start,
-        backend="torch" if state.fused is None else "fused")
+        backend="torch" if state.fused is None else getattr(state.fused, "backend", "fused"))
 
 
 class _State:
