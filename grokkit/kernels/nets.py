@@ -296,8 +296,9 @@ def polar(W: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
     and keep the singular vectors, converging to 1 from (0, 1]. A truncated iteration is not a
     subgradient (it shrinks the small singular values), so ``iterations`` defaults to
     :func:`polar_iterations` for the rank and :data:`POLAR_CONDITION`: matrices that well
-    conditioned get :math:`UV^\top` to the SVD's accuracy (tested to 1e-12). A fixed count, so the
-    step can be captured in a CUDA graph. Returns ``W``'s dtype."""
+    conditioned get :math:`UV^\top` as accurately as the SVD gives it (both lose about
+    :math:`\varepsilon\kappa`; tests/test_persistent.py). A fixed count, so the step can be captured
+    in a CUDA graph. Returns ``W``'s dtype."""
     m, n = W.shape[-2:]
     if iterations is None:
         iterations = polar_iterations(POLAR_CONDITION, min(m, n))
@@ -435,24 +436,24 @@ class Setup:
         return self.penalty in GRAPH_PENALTIES and (self.penalty != "nuclear" or self.polar)
 
     def gradients(self, params: list[torch.Tensor], beta: torch.Tensor, idx: torch.Tensor | None) -> list[torch.Tensor]:
-        r"""The gradients of :meth:`objective` for every stacked parameter: in closed form where the
-        model has ``loss_gradients`` and the penalty is one of :data:`CLOSED_FORM`
-        (:func:`penalty_gradient_`); for ℓ* on :data:`POLAR_DEVICES`, the loss's gradient by
-        autograd and :math:`\beta UV^\top` from :func:`polar`; by autograd otherwise."""
-        task = self.task
-        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
-        if self.polar:
-            leaves = [p.detach().requires_grad_() for p in params]
-            grads = torch.autograd.grad(loss(self.kind, self.outputs(leaves, x), y).sum(), leaves)
-            with torch.no_grad():
-                return [penalty_gradient_("nuclear", p, g, beta) if p.dim() >= 3 else g for p, g in zip(params, grads)]
-        if not self.closed_form:
+        r"""The gradients of :meth:`objective` for every stacked parameter: the loss's gradient
+        (``loss_gradients`` where the model has it, autograd otherwise) plus the penalty's from
+        :func:`penalty_gradient_` where the penalty is one of :data:`CLOSED_FORM`, or ℓ* on
+        :data:`POLAR_DEVICES` (:math:`\beta UV^\top` from :func:`polar`); by autograd through the
+        whole objective otherwise."""
+        if not (self.closed_form or self.polar):
             leaves = [p.detach().requires_grad_() for p in params]
             return list(torch.autograd.grad(self.objective(leaves, beta, idx), leaves))
-        grads = self.template.loss_gradients(dict(zip(self.names, params)), x, y, self.kind)
+        task = self.task
+        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
+        if hasattr(self.template, "loss_gradients"):
+            grads = self.template.loss_gradients(dict(zip(self.names, params)), x, y, self.kind)
+            grads = [grads[k] for k in self.names]
+        else:
+            leaves = [p.detach().requires_grad_() for p in params]
+            grads = torch.autograd.grad(loss(self.kind, self.outputs(leaves, x), y).sum(), leaves)
         with torch.no_grad():
-            return [penalty_gradient_(self.penalty, p, grads[k], beta) if p.dim() >= 3 else grads[k]
-                    for k, p in zip(self.names, params)]
+            return [penalty_gradient_(self.penalty, p, g, beta) if p.dim() >= 3 else g for p, g in zip(params, grads)]
 
     def _jacobian(self, named: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The input Jacobian (B, c, d) of one model at every example of ``x`` (B, d)."""

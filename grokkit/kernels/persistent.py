@@ -15,8 +15,8 @@ the iterate only, so the periodic stop keeps its meaning.
   per configuration (Figures 8–10, 13–24, 27–29 stack their problems).
 * :class:`DeepSteps`: the deep diagonal network :math:`b = B_1\odot\cdots\odot B_L` (§C.11, eq. 88),
   depths mixed in one grid.
-* :class:`MatrixSteps`: matrix completion's three methods (eq. 101, eq. 127, §D.7), with the
-  one-sided Jacobi SVD of the fused CPU steps inside the program.
+
+Matrix completion has no persistent kernel yet: on a GPU it runs on the PyTorch steps.
 
 They run on CUDA tensors where Triton is installed, and on CPU tensors under Triton's interpreter
 with ``GROKKIT_PERSISTENT=interpret`` (slowly): that is how the tests check them against the
@@ -35,14 +35,11 @@ import numpy as np
 import torch
 
 METHODS = {"subgradient": 0, "ista": 1, "projected_subgradient": 2}
-MATRIX_METHODS = {"subgradient": 0, "proximal": 1, "projected_subgradient": 2}
 # A program keeps its problem in registers up to this many float64 entries (X, and P for the
 # projected method), 64 a thread at 8 warps; a larger one is read from the cache at every step.
 RESIDENT = 8192
-# The largest padded problem a program takes at all (entries of X), and the largest side of a
-# matrix (the Jacobi sweeps are unrolled over column pairs: their code grows as the side squared).
+# The largest padded problem a program takes at all (entries of X); larger ones run on the PyTorch steps.
 MAX_ENTRIES = 1 << 16
-MATRIX_MAX_SIDE = 16
 
 
 def available(device: torch.device) -> bool:
