@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grokkit import checkpoint
+
 ENV = "GROKKIT_CACHE"
 _PACKAGE = Path(__file__).resolve().parent
 _SOURCES = ("*.py", "*.c")
@@ -144,44 +146,56 @@ def cached(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         folder = directory()
-        if folder is None:
+        if folder is None and not checkpoint.wanted():
             return fn(*args, **kwargs)
         import joblib
-        from filelock import FileLock
 
-        kwargs.pop("progress", None)
-        key = joblib.hash((function, _token(), _plain(args), _plain(kwargs)))
-        entry = folder / ENTRIES / fn.__name__ / key
-        event: dict[str, Any] = {"function": fn.__name__, "key": key, "hit": False}
-        try:
-            (folder / "locks").mkdir(parents=True, exist_ok=True)
-            lock = FileLock(folder / "locks" / f"{key}.lock")
-            lock.acquire()
-        except OSError as err:
-            warnings.warn(f"grokkit: the result cache {folder} cannot be used ({err}); computing without it",
-                          RuntimeWarning, stacklevel=2)
-            return fn(*args, **kwargs)
-        try:
-            result, damage = _load(entry)
-            if damage is None and (entry / RECORD).is_file():
-                event["hit"] = True
-            else:
-                if damage is not None:
-                    event["recomputed"] = damage
-                    shutil.rmtree(entry, ignore_errors=True)
-                result = fn(*args, **kwargs)
-                try:
-                    _store(entry, fn.__name__, result)
-                except (OSError, pickle.PicklingError) as err:
-                    shutil.rmtree(entry, ignore_errors=True)
-                    warnings.warn(f"grokkit: could not store {fn.__name__}'s result in the cache {folder} ({err}); "
-                                  "the result is used, not kept", RuntimeWarning, stacklevel=2)
-        finally:
-            lock.release()
-        _events.append(event)
-        return result
+        shown = kwargs.pop("progress", None)
+        # The checkpoints of a call are named by its arguments only: they record the code they depend on.
+        identity = joblib.hash((function, _plain(args), _plain(kwargs)))
+        with checkpoint.scope(function, identity, fn):
+            if folder is None:
+                return fn(*args, **kwargs, **({} if shown is None else {"progress": shown}))
+            return _cached_call(fn, function, folder, args, kwargs)
 
     return wrapper
+
+
+def _cached_call(fn: Callable, function: str, folder: Path, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` through the cache in ``folder`` (:func:`cached`)."""
+    import joblib
+    from filelock import FileLock
+
+    key = joblib.hash((function, _token(), _plain(args), _plain(kwargs)))
+    entry = folder / ENTRIES / fn.__name__ / key
+    event: dict[str, Any] = {"function": fn.__name__, "key": key, "hit": False}
+    try:
+        (folder / "locks").mkdir(parents=True, exist_ok=True)
+        lock = FileLock(folder / "locks" / f"{key}.lock")
+        lock.acquire()
+    except OSError as err:
+        warnings.warn(f"grokkit: the result cache {folder} cannot be used ({err}); computing without it",
+                      RuntimeWarning, stacklevel=3)
+        return fn(*args, **kwargs)
+    try:
+        result, damage = _load(entry)
+        if damage is None and (entry / RECORD).is_file():
+            event["hit"] = True
+        else:
+            if damage is not None:
+                event["recomputed"] = damage
+                shutil.rmtree(entry, ignore_errors=True)
+            result = fn(*args, **kwargs)
+            try:
+                _store(entry, fn.__name__, result)
+            except (OSError, pickle.PicklingError) as err:
+                shutil.rmtree(entry, ignore_errors=True)
+                warnings.warn(f"grokkit: could not store {fn.__name__}'s result in the cache {folder} ({err}); "
+                              "the result is used, not kept", RuntimeWarning, stacklevel=3)
+    finally:
+        lock.release()
+    _events.append(event)
+    return result
 
 
 def events() -> list[dict[str, Any]]:

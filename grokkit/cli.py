@@ -13,14 +13,16 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from grokkit import cache, pipeline
+from grokkit import cache, checkpoint, pipeline
 from grokkit.pipeline import Notebook, Outcome, Result, Task, UsageError
 from grokkit.report import PRESETS
 
 DEFAULT_CACHE = ".cache"  # under the repository root; git ignores it
+EX_TEMPFAIL = 75  # sysexits.h: try again later (runs stopped at the deadline, checkpointed)
 
 
 def _duration(seconds: float) -> str:
@@ -34,8 +36,10 @@ class Runner:
     the progress of the notebooks still running."""
 
     def __init__(self, root: Path, out: Path, preset: str, overrides: dict[str, Any], *, timeout: int,
-                 workers: int, force: bool, cache_dir: str, progress_every: float, scheduler: str | None = None):
+                 workers: int, force: bool, cache_dir: str, progress_every: float, scheduler: str | None = None,
+                 deadline: float | None = None):
         self.root, self.out, self.preset, self.overrides = root, out, preset, overrides
+        self.deadline = deadline  # a UNIX time (grokkit.checkpoint), or None
         self.timeout, self.workers, self.force, self.cache_dir = timeout, workers, force, cache_dir
         self.progress_every, self.scheduler = progress_every, scheduler
         self.stop = threading.Event()
@@ -78,8 +82,11 @@ class Runner:
             fp = pipeline.fingerprint(nb, self.preset, self.overrides)
             if not self.force and pipeline.up_to_date(self.out, nb, self.preset, self.overrides):
                 return Outcome(nb, "skipped", f"{nb.stem}  up to date, skipped (--force reruns it)")
+            if self.deadline is not None and time.time() >= self.deadline:
+                return Outcome(nb, "stopped", f"STOPPED {nb.stem}: not started, the deadline has passed")
+            when = None if self.deadline is None else datetime.fromtimestamp(self.deadline, timezone.utc).isoformat()
             task = Task(nb.stem, nb.source.read_text(encoding="utf-8"), self.preset, self.overrides,
-                        self.timeout, cache=self.cache_dir)
+                        self.timeout, cache=self.cache_dir, deadline=when)
             result = self.submit_remote(task) if self.client is not None else self.submit_local(task)
             if self.stop.is_set() and result.error is not None:
                 result.interrupted = True
@@ -277,8 +284,18 @@ def run(args: argparse.Namespace) -> int:
     # A paper preset runs for hours in one cell: only the quick preset gets a default per-cell limit.
     timeout = args.timeout if args.timeout is not None else (
         pipeline.DEFAULT_TIMEOUT if args.preset == PRESETS[0] else None)
+    deadline = None
+    if args.deadline is not None:
+        try:
+            deadline = checkpoint.absolute(args.deadline, "--deadline")
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        if not cache_dir and not os.environ.get(checkpoint.ENV, "").strip():
+            raise UsageError(f"--deadline keeps the state of the runs it stops in the checkpoint folder, "
+                             f"$GROKKIT_CACHE/checkpoints: drop --no-cache, or set ${checkpoint.ENV}")
     runner = Runner(root, out, args.preset, overrides, timeout=timeout, workers=workers, force=args.force,
-                    cache_dir=cache_dir, progress_every=args.progress_every, scheduler=args.scheduler)
+                    cache_dir=cache_dir, progress_every=args.progress_every, scheduler=args.scheduler,
+                    deadline=deadline)
     start = time.perf_counter()
     # Ctrl-C and SIGTERM interrupt the run, even where SIGINT came ignored from the parent (a
     # process started with SIGINT ignored gets no KeyboardInterrupt from Python); the handlers in
@@ -295,18 +312,23 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous[1])
         signal.signal(signal.SIGHUP, previous[2])
     by = {status: [o.notebook.stem for o in outcomes if o.status == status]
-          for status in ("ran", "skipped", "failed", "interrupted")}
+          for status in ("ran", "skipped", "failed", "interrupted", "stopped")}
     if interrupted:
         finished = by["ran"] + by["skipped"]
         print(f"grokkit: interrupted; finished: {', '.join(finished) or 'none'}; interrupted or not started: "
               f"{', '.join(by['interrupted']) or 'none'} (their pages are unchanged); run the same command again "
               f"to finish the rest (finished pages are skipped)", file=sys.stderr, flush=True)
         return 128 + (interrupted.signum if isinstance(interrupted, _Terminated) else signal.SIGINT)
+    stopped = f", {len(by['stopped'])} stopped at the deadline" if by["stopped"] else ""
     print(f"{len(notebooks)} notebook(s) in {time.perf_counter() - start:.1f}s: {len(by['ran'])} ran, "
-          f"{len(by['skipped'])} up to date, {len(by['failed'])} failed", flush=True)
+          f"{len(by['skipped'])} up to date, {len(by['failed'])} failed{stopped}", flush=True)
     if by["failed"]:
         print(f"{len(by['failed'])} of {len(notebooks)} notebooks failed: {', '.join(by['failed'])}", file=sys.stderr)
         return 1
+    if by["stopped"]:
+        print(f"stopped at the deadline: {', '.join(by['stopped'])}; their runs are checkpointed: run the same "
+              f"command again to continue them", file=sys.stderr)
+        return EX_TEMPFAIL
     return 0
 
 
@@ -430,8 +452,12 @@ def _book_with_pages(root: Path, folder: Path, scratch: Path, missing: Sequence[
 def cache_command(args: argparse.Namespace) -> int:
     """``grokkit cache info|clear``."""
     folder = _cache_folder(args, pipeline.find_root())
+    unfinished = checkpoint.listing(folder / "checkpoints")
     if args.action == "clear":
         print(f"removed {cache.clear(folder)} entries from {folder}")
+        if unfinished:
+            print(f"kept the checkpoints of {len(unfinished)} unfinished runs in {folder / 'checkpoints'} (delete "
+                  "that folder to start those runs over)")
         return 0
     if not folder.is_dir():
         print(f"{folder}: no cache yet")
@@ -440,6 +466,10 @@ def cache_command(args: argparse.Namespace) -> int:
     print(f"{info['folder']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB")
     for name, count in sorted(info["by_function"].items()):
         print(f"  {name}: {count}")
+    if unfinished:
+        print(f"checkpoints of unfinished runs (grokkit run continues them), in {folder / 'checkpoints'}:")
+        for row in unfinished:
+            print(f"  {checkpoint.summary_line(row)}")
     return 0
 
 
@@ -452,6 +482,7 @@ examples:
   grokkit run all                           every page, quick preset, in parallel; up-to-date pages are skipped
   grokkit run fig01 --preset paper          one page at the paper's scale
   grokkit run fig02 -p seed=3 --out runs/   an override, written outside the book
+  grokkit run fig33 --preset paper --deadline 2h   stop cleanly after 2 hours; the same command continues
   grokkit run all --scheduler tcp://HOST:8786   on a running Dask cluster
   grokkit status                            each page: preset, overrides, claims, up to date or not
   grokkit book                              check the pages and build the HTML
@@ -481,6 +512,10 @@ def parser() -> argparse.ArgumentParser:
     run_cli.add_argument("--cache", metavar="DIR", help=f"result cache (default: $GROKKIT_CACHE, else {DEFAULT_CACHE}/ "
                                                         "in the repository)")
     run_cli.add_argument("--no-cache", action="store_true", help="recompute every run")
+    run_cli.add_argument("--deadline", metavar="WHEN",
+                         help="stop long runs cleanly at this time, their state checkpointed, and start no notebook "
+                              "after it: a duration from now (45m, 2h, 1h30m) or a time (2026-11-27T21:00); the same "
+                              "command continues them (exit status 75 when some stopped)")
     run_cli.add_argument("--timeout", type=int, default=None,
                          help=f"per-cell timeout in seconds (default: {pipeline.DEFAULT_TIMEOUT} at the quick "
                               "preset, none at the paper preset)")

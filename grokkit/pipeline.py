@@ -35,7 +35,7 @@ import nbformat
 import papermill
 import yaml
 
-from grokkit import cache
+from grokkit import cache, checkpoint
 from grokkit.kernels.run import PROGRESS_ENV
 from grokkit.report import NONE_OVERRIDES, PARAMETER_CHECKS, PRESETS, SUMMARY_ENV, check_parameters
 
@@ -351,7 +351,8 @@ class Task:
 
     ``cache`` is the result-cache folder for the kernel, ``""`` for none, None to keep the
     worker's own ``$GROKKIT_CACHE``; ``workdir`` is the kernel's working folder (the client
-    reads its progress there), None for a temporary one."""
+    reads its progress there), None for a temporary one; ``deadline`` an ISO time at which long
+    runs stop with their state saved (:mod:`grokkit.checkpoint`)."""
 
     stem: str
     source_text: str
@@ -360,6 +361,7 @@ class Task:
     timeout: int | None          # per cell, in seconds; None: no limit
     cache: str | None = None
     workdir: str | None = None
+    deadline: str | None = None  # $GROKKIT_DEADLINE for the kernel (grokkit.checkpoint); None: the worker's own
 
 
 @dataclass
@@ -441,6 +443,8 @@ def execute(task: Task) -> Result:
             os.environ[cache.ENV] = task.cache
         else:
             os.environ.pop(cache.ENV, None)
+    if task.deadline is not None:
+        os.environ[checkpoint.DEADLINE_ENV] = task.deadline
     output = workdir / "executed.ipynb"
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     start, error, interrupted = time.perf_counter(), None, False
@@ -537,9 +541,10 @@ def tidy(nb: nbformat.NotebookNode, source: str, output: str) -> None:
             cell.metadata["tags"] = [*tags, "hide-input"]
 
 
-def banners(preset: str, overrides: dict[str, Any], cached: list[dict[str, Any]], stem: str) -> list[str]:
-    """Notes at the top of a page: a run with overrides is not the preset's page, and runs
-    served by the result cache are named."""
+def banners(preset: str, overrides: dict[str, Any], cached: list[dict[str, Any]], stem: str,
+            resumed: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Notes at the top of a page: a run with overrides is not the preset's page, runs served by
+    the result cache are named, and so are runs continued from a checkpoint (:mod:`grokkit.checkpoint`)."""
     notes = []
     if overrides:
         values = ", ".join(f"`{k}={v!r}`" for k, v in overrides.items())
@@ -549,6 +554,11 @@ def banners(preset: str, overrides: dict[str, Any], cached: list[dict[str, Any]]
     if hits:
         notes.append(f":::{{note}}\n{len(hits)} of the {len(cached)} cached runs behind this page came from "
                      f"the result cache (`grokkit cache info`): {', '.join(hits)}.\n:::")
+    if resumed:
+        runs = ", ".join(f"{e['label']} (from step {e['resumed_at']:,} of {e['steps']:,})" for e in resumed)
+        notes.append(f":::{{note}}\n{len(resumed)} run(s) behind this page continued from a checkpoint of an "
+                     f"earlier, stopped run (`grokkit run --deadline`): {runs}. A continued run gives the numbers of "
+                     f"an uninterrupted one, bit for bit.\n:::")
     return notes
 
 
@@ -561,7 +571,8 @@ def _add_banners(nb: nbformat.NotebookNode, notes: list[str]) -> None:
 
 @dataclass
 class Outcome:
-    """What one notebook's run came to: ``status`` is ran, skipped, failed or interrupted."""
+    """What one notebook's run came to: ``status`` is ran, skipped, failed, interrupted, or stopped (at the
+    deadline, its runs checkpointed: the same command continues it)."""
 
     notebook: Notebook
     status: str
@@ -582,6 +593,10 @@ def publish(nb: Notebook, result: Result, root: Path, out: Path, preset: str,
                 "started_at": result.started_at, "host": result.host, "fingerprint": fp}
     if result.interrupted:
         return Outcome(nb, "interrupted", f"INTERRUPTED {nb.stem}: its page is unchanged", result.duration_s)
+    if error is not None and f"raised {checkpoint.DeadlineReached.__name__}:" in error:
+        saved = error.split(f"raised {checkpoint.DeadlineReached.__name__}: ", 1)[1]
+        return Outcome(nb, "stopped", f"STOPPED {nb.stem} at the deadline, its page unchanged: {saved}",
+                       result.duration_s)
     if error is not None:
         where = "no partial notebook was written"
         # The evidence: the partial notebook, and a summary of the failure (with the claims when they
@@ -603,7 +618,8 @@ def publish(nb: Notebook, result: Result, root: Path, out: Path, preset: str,
 
     page = nbformat.reads(result.notebook, as_version=4)
     tidy(page, run_info["source"], relative(paths["page"], root))
-    _add_banners(page, banners(preset, overrides, result.summary.get("cache", []), nb.stem))
+    _add_banners(page, banners(preset, overrides, result.summary.get("cache", []), nb.stem,
+                               result.summary.get("checkpoints", [])))
     text = nbformat.writes(page) + "\n"
     data = {**result.summary, **run_info, "executed": relative(paths["page"], root), "page_sha256": _sha256(text.encode())}
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from grokkit import cache
+from grokkit import cache, checkpoint
 from grokkit._checks import check_int, check_option, check_range, check_seed, show
 
 PRESETS = ("quick", "paper")
@@ -248,6 +248,7 @@ class Report:
             "disagreements": [{"name": d.name, "paper": d.paper, "measured": d.measured}
                               for d in self.disagreements],
             "cache": cache.events(),
+            "checkpoints": checkpoint.events(),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "versions": {
                 "python": platform.python_version(),

@@ -6,6 +6,7 @@ runs with overrides, progress without a terminal, the kernel's TCP warning and `
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -686,3 +687,63 @@ def test_worker_init_caps_the_blas_threads_of_the_kernels_unless_the_user_set_th
     env["OPENBLAS_NUM_THREADS"] = "2"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["3", "2", "3"]
+
+
+# A kernel run that starts after the deadline: it stops at its first record, checkpointed.
+LONG = FRONT_MATTER + """
+# Long notebook
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+preset = "quick"
+```
+
+```{code-cell} ipython3
+import time
+
+import grokkit as gk
+from grokkit import checkpoint
+
+due = checkpoint.deadline()
+if due is not None:
+    time.sleep(max(0.0, due - time.time()) + 0.5)
+p = gk.data.sparse.problem(30, 3, 12, seed=0)
+traj = gk.kernels.subgradient(p.X, p.y, alpha=0.1, beta1=1e-3, steps=20_000, b_star=p.b_star, device="cpu")
+report = gk.Report("long", {"preset": preset})
+report.claim_below("final error", float(traj.train_error[0, -1]), 1e-2)
+report.save()
+```
+"""
+
+
+def test_a_run_stopped_at_the_deadline_is_continued_by_the_same_command(repo: Path) -> None:
+    """`grokkit run --deadline`: the kernel run crosses the deadline, saves its state and stops; the
+    page is not published and the run exits 75; the same command without the deadline continues
+    it (the page says so) and deletes the checkpoint."""
+    (repo / "notebooks" / "demo" / "long.md").write_text(LONG, encoding="utf-8")
+    run = grokkit(repo, "run", "long", "nb1", "--workers", "1", "--deadline", "20s")
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == cli.EX_TEMPFAIL, out + err
+    assert re.search(r"STOPPED long at the deadline, its page unchanged: subgradient: stopped at the deadline "
+                     r"\(\$GROKKIT_DEADLINE\) at step 0 of 20,000; its state is saved in \S+\.ckpt", out), out
+    assert "STOPPED nb1: not started, the deadline has passed" in out
+    assert "stopped at the deadline: " in err and "run the same command again to continue them" in err
+    (saved,) = (repo / "cache" / "checkpoints").rglob("*.ckpt")
+    assert not (out_dir(repo) / "long.ipynb").exists()
+    listing = grokkit(repo, "cache", "info").communicate(timeout=60)[0]
+    assert "checkpoints of unfinished runs" in listing and "subgradient: step 0 of 20,000" in listing
+    run = grokkit(repo, "run", "long")
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, out + err
+    assert not saved.exists()
+    page = (out_dir(repo) / "long.ipynb").read_text(encoding="utf-8")
+    assert "1 run(s) behind this page continued from a checkpoint" in page and "from step 0 of 20,000" in page
+
+
+@pytest.mark.parametrize("bad, message", [(["--deadline", "soon"], "--deadline must be a duration such as"),
+                                          (["--deadline", "1h", "--no-cache"], "--deadline keeps the state")])
+def test_bad_deadlines_are_usage_errors(repo: Path, bad: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "nb1", *bad]) == 2
+    assert message in capsys.readouterr().err

@@ -384,6 +384,15 @@ class Batches:
             self.queue.reverse()  # pop() from the end: the next batch is last
         return self.queue.pop()
 
+    def checkpoint_state(self) -> dict:
+        """Where the order stands (the generator and the batches drawn ahead), for a checkpoint."""
+        return {"generator": self.gen.get_state(), "queue": [b.cpu() for b in self.queue]}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        """Continue the order from :meth:`checkpoint_state`."""
+        self.gen.set_state(state["generator"])
+        self.queue = [b.to(self.device) for b in state["queue"]]
+
 
 @dataclass
 class Setup:
@@ -396,6 +405,13 @@ class Setup:
     task: object  # grokkit.data.nets.Task on the run's device
     batches: Batches
     batched = False  # one problem for every configuration (grokkit.kernels.run)
+
+    def checkpoint_state(self) -> dict:
+        """What a checkpoint of the loop keeps of the setup: the mini-batch order."""
+        return {"batches": self.batches.checkpoint_state()}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        self.batches.restore_checkpoint(state["batches"])
 
     def outputs(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The outputs (G, B, ...) of every configuration on one input batch ``x``: the model's
@@ -581,6 +597,9 @@ def _step_function(setup: Setup):
         else:
             _update(setup_, params, m, v, lr, beta, idx, bc1, bc2_sqrt)
         return params + m + v
+    # A checkpoint keeps the update count, which Adam's bias corrections depend on.
+    step.checkpoint_state = lambda: dict(count)
+    step.restore_checkpoint = count.update
     return step
 
 
@@ -660,7 +679,6 @@ NETS = Family(penalty="beta", curves=CURVES, finite=("train_loss", "test_loss"),
               view=lambda x: torch.cat([p.flatten(1) for p in _split(x)[0]], dim=1).to(torch.float64))
 
 
-@cached
 def _check_fits(model: nn.Module, task) -> None:
     """Refuse, before any compute, a ``model`` whose inputs or outputs do not match ``task``: one
     forward pass on two training inputs, on the CPU, and its output width against the targets
@@ -680,6 +698,7 @@ def _check_fits(model: nn.Module, task) -> None:
                          f"outputs, the task has {want} {what}")
 
 
+@cached
 def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batch_size: int | None = None,
           seed: int = 42, dense: int = 100, per_decade: int = 100, device="auto",
           progress: bool | None = None) -> NetTrajectory:

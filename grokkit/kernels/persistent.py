@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -98,6 +99,7 @@ class _Persistent:
     per-configuration tensors ``fields`` (hyper-parameters, data), all shrunk together by :meth:`keep`."""
 
     backend = "persistent"
+    source = Path(__file__).with_name("persistent_kernels.py")  # the Triton kernels, imported on first use
 
     def _load(self, x0: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
         self.x = x0.to(torch.float64).contiguous().clone()
@@ -107,6 +109,10 @@ class _Persistent:
     def iterate(self, age: int = 0) -> torch.Tensor:
         """The iterate ``age`` updates ago (0, 1 or 2), shape (G, ...)."""
         return (self.x, self.x1, self.x2)[age]
+
+    def restore(self, x: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor) -> None:
+        """Set the iterate and the two before it (G, ...) of the running configurations: a checkpoint's."""
+        self.x, self.x1, self.x2 = (v.to(torch.float64).contiguous().clone() for v in (x, x1, x2))
 
     def keep(self, keep: np.ndarray) -> None:
         """Continue with the configurations in the boolean mask ``keep`` only."""

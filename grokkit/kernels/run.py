@@ -27,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from grokkit._checks import check_grid, check_int, show
+from grokkit import checkpoint
 from grokkit.kernels import fused, persistent
 
 HYPER = ("alpha", "beta1", "beta2", "init_scale")
@@ -355,6 +356,20 @@ def _flat(x) -> torch.Tensor:
     return x.flatten(1) if isinstance(x, torch.Tensor) else torch.cat([t.flatten(1) for t in x], dim=1)
 
 
+def _cpu(value):
+    """A tensor, or a list of them, detached and copied to the CPU (None stays None)."""
+    if isinstance(value, (list, tuple)):
+        return [_cpu(v) for v in value]
+    return None if value is None else value.detach().to("cpu", copy=True)
+
+
+def _to(value, device: torch.device):
+    """:func:`_cpu`'s value back on ``device``."""
+    if isinstance(value, list):
+        return [_to(v, device) for v in value]
+    return None if value is None else value.to(device)
+
+
 def available_memory(device: torch.device) -> int:
     """Bytes that a run may still allocate on ``device``: the free memory of a CUDA device; on the CPU,
     the kernel's MemAvailable, capped by the cgroup's limit (a container's) where there is one."""
@@ -417,6 +432,15 @@ class _Records:
         if self.x is not None:
             self.x[rows[:, None], cols[None, :]] = x[:, None]
 
+    def snapshot(self) -> dict:
+        """Everything recorded so far, on the CPU (a checkpoint, :mod:`grokkit.checkpoint`)."""
+        return {name: _cpu(getattr(self, name)) for name in ("curves", "traces", "x", "final")}
+
+    def restore(self, saved: dict) -> None:
+        """The records of :meth:`snapshot`, back on the run's device."""
+        for name, value in saved.items():
+            setattr(self, name, _to(value, self.kw["device"]))
+
 
 def run(family: Family, method: str, step: Callable, data: dict, config: dict[str, np.ndarray],
         x0: torch.Tensor, steps: int, *, work: float, record: bool = False, dense: int = 1000,
@@ -449,10 +473,22 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
     watched = [family.curves.index(k) for k in family.finite
                if data.get(family.target) is not None or k != "test_error"]
     diverged, stopped_at = np.zeros(G, dtype=bool), np.full(G, -1, dtype=np.int64)
+    saves = checkpoint.Checkpoint(method, (run, _State, _Records, family, step),
+                                  [state.fused.source] if hasattr(state.fused, "source") else ())
+    saved, first, t = saves.load(), 0, 0
+    if saved is not None:
+        first, t = saved["j"] + 1, saved["t"]
+        rec.restore(saved["records"])
+        diverged, stopped_at = saved["diverged"], saved["stopped_at"]
+        state.restore(saved["state"], step, data)
+        t_start -= saved["seconds"]
     bar = Progress(method, steps, progress)
+    bar.update(t)
     with cpu_threads(device, work):
-        t = 0
-        for j, t_next in enumerate(sched):
+        for j in range(first, sched.size):
+            if state.rows.numel() == 0:
+                break
+            t_next = sched[j]
             state.advance(step, int(t_next) - t)
             bar.update(int(t_next) - t)
             t = int(t_next)
@@ -467,9 +503,17 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
                 done |= periodic
             if done.any():
                 state.drop(done)
-                if state.rows.numel() == 0:
-                    break
+            why = saves.due(final=j + 1 == sched.size or state.rows.numel() == 0)
+            if why is not None:
+                saves.save({"j": j, "t": t, "records": rec.snapshot(), "diverged": diverged, "stopped_at": stopped_at,
+                            "state": state.snapshot(step, data), "seconds": time.perf_counter() - t_start}, t, steps)
+            if why == "deadline":
+                bar.close()
+                raise checkpoint.DeadlineReached(
+                    f"{method}: stopped at the deadline (${checkpoint.DEADLINE_ENV}) at step {t:,} of {steps:,}; its "
+                    f"state is saved in {saves.path}: the same call (the same grokkit run command) continues it")
     bar.close()
+    saves.discard()
     rec.final[state.rows] = family.recorded(state.x)
     if diverged.any():
         warnings.warn(f"{method}: {diverged.sum()} configuration(s) diverged (non-finite iterates or curves): "
@@ -557,6 +601,33 @@ class _State:
         rec.final[self.rows[fixed]] = x[fixed]
         rec.final[self.rows[cycle]] = last[cycle]
         return periodic
+
+    def snapshot(self, step: Callable, data: dict) -> dict:
+        """The state of the running configurations, on the CPU: their rows, the iterate and the two
+        before it (the fused steps' own where they run), and what the step and the data objects
+        carry from one update to the next (``checkpoint_state()``: a mini-batch order, an update count)."""
+        ages = [self.fused.iterate(age) for age in range(3)] if self.fused is not None else \
+            [self.x, self.x_prev, self.x_prev2]
+        carried = {name: value.checkpoint_state() for name, value in (("step", step), *data.items())
+                   if hasattr(value, "checkpoint_state")}
+        return {"t": self.t, "rows": _cpu(self.rows), "x": [_cpu(x) for x in ages], "carried": carried}
+
+    def restore(self, saved: dict, step: Callable, data: dict) -> None:
+        """Continue from :meth:`snapshot`: drop the configurations that had stopped, as the
+        interrupted run did, then put back the iterates and what the step and data carried."""
+        keep = torch.zeros(self.rows.numel(), dtype=torch.bool, device=self.rows.device)
+        keep[_to(saved["rows"], self.rows.device)] = True
+        self.drop(~keep)
+        device = _flat(self.x).device
+        x, x_prev, x_prev2 = (_to(v, device) for v in saved["x"])
+        if self.fused is not None:
+            self.fused.restore(x, x_prev, x_prev2)
+            self.x = self.fused.iterate()
+        else:
+            self.x, self.x_prev, self.x_prev2 = x, x_prev, x_prev2
+        self.t = saved["t"]
+        for name, value in saved["carried"].items():
+            (step if name == "step" else data[name]).restore_checkpoint(value)
 
     def drop(self, done: torch.Tensor) -> None:
         """Stop the configurations in ``done``."""
