@@ -1,13 +1,18 @@
-/* Fused CPU steps of the sparse-recovery kernels (grokkit/kernels/sparse.py), float64, AVX-512 (8
- * configurations a register) where the compiler is given -mavx512f, else AVX2/FMA (4).
+/* Fused CPU steps of the sparse-recovery kernels (grokkit/kernels/sparse.py), float64, in two layouts.
  *
- * Iterates are stored configuration-contiguous: B[j * G + g] is b_j of configuration g, so one
- * register-blocked product serves every configuration of a grid, and configurations never mix:
- * each one's arithmetic is the same whatever the batch, and whatever the vector width: a lane
- * does the same fused multiply-adds in the same order in both builds. The caller pads the number
- * of configurations to a multiple of LANES (grokkit_lanes()). A run may split its configurations
- * over threads (ranges of whole blocks of LANES): they share nothing but the problem, so the
- * iterates are the same, bit for bit, on one thread or several.
+ * grokkit_steps: X and y shared by every configuration, AVX-512 (8 configurations a register) where
+ * the compiler is given -mavx512f, else AVX2/FMA (4). Iterates are stored configuration-contiguous:
+ * B[j * G + g] is b_j of configuration g, so one register-blocked product serves every
+ * configuration of a grid, and configurations never mix: each one's arithmetic is the same
+ * whatever the batch, and whatever the vector width: a lane does the same fused multiply-adds in
+ * the same order in both builds. The caller pads the number of configurations to a multiple of
+ * LANES (grokkit_lanes()). A run may split its configurations over threads (ranges of whole blocks
+ * of LANES): they share nothing but the problem, so the iterates are the same, bit for bit, on one
+ * thread or several.
+ *
+ * grokkit_problem_steps: a problem per configuration (X or y one per configuration), and the deep
+ * diagonal network, in PyTorch's configuration-major layout (below).
+ *
  * Compiled on first use by grokkit/kernels/fused.py; the PyTorch steps are the reference.
  */
 #include <immintrin.h>
@@ -195,4 +200,199 @@ void grokkit_steps(int method, int N, int n, int G, long k, int threads, const d
   for (int i = started; i < threads; i++) steps(&part[i]);
   steps(&part[0]);
   for (int i = 1; i < started; i++) pthread_join(id[i], 0);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Problems of their own: one X per configuration (the stacked N sweeps of Figures 13-24 and 27-29),
+ * or one y per configuration, and the deep diagonal network (§C.11, Figures 30-35).
+ *
+ * Layout: configuration-major, as PyTorch holds it: iterate g at B + g * L * n ((L, n) factors for
+ * the deep network, L = 1 and (n,) for the sparse methods); the rows of X (and of M = P^T for the
+ * projected method) ld doubles apart, ld a multiple of 4 with zero columns after the n-th, and one
+ * configuration's problem sx (sm, sy) doubles after the previous one's (0: shared). Configuration g
+ * reads its first rows[g] rows only: the rows after them are zero, with y = 0 (the padding of
+ * stack_problems), so their residual is exactly 0 and they add nothing.
+ *
+ * A thread takes one configuration at a time (from a shared counter, in the order `order` gives:
+ * the longest first) and runs all k steps of the chunk on it, its problem in the core's caches. Its
+ * arithmetic depends on nothing else, and its sums use 256-bit vectors in either build (the updates
+ * are entry by entry), so the iterates are the same, bit for bit, on any number of threads and with
+ * or without -mavx512f.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* The sum of the four lanes of v. */
+static inline double hsum(__m256d v) {
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* Rows [i, i + RB) of the sweep: their residuals r_q = x_q . c - y_q (A accumulators a row, over
+ * every A-th vector), then d += r_q m_q, row after row. */
+#define SWEEP(RB, A)                                                                                \
+  do {                                                                                              \
+    const double *x = X + (long)i * ld, *m = M + (long)i * ld;                                      \
+    __m256d acc[RB][A], r[RB];                                                                      \
+    for (int q = 0; q < RB; q++)                                                                    \
+      for (int s = 0; s < A; s++) acc[q][s] = _mm256_setzero_pd();                                  \
+    int j = 0;                                                                                      \
+    for (; j + 4 * A <= ld; j += 4 * A)                                                             \
+      for (int s = 0; s < A; s++) {                                                                 \
+        __m256d cj = _mm256_loadu_pd(c + j + 4 * s);                                                \
+        for (int q = 0; q < RB; q++)                                                                \
+          acc[q][s] = _mm256_fmadd_pd(_mm256_loadu_pd(x + (long)q * ld + j + 4 * s), cj, acc[q][s]); \
+      }                                                                                             \
+    for (; j < ld; j += 4) {                                                                        \
+      __m256d cj = _mm256_loadu_pd(c + j);                                                          \
+      for (int q = 0; q < RB; q++)                                                                  \
+        acc[q][0] = _mm256_fmadd_pd(_mm256_loadu_pd(x + (long)q * ld + j), cj, acc[q][0]);          \
+    }                                                                                               \
+    for (int q = 0; q < RB; q++) {                                                                  \
+      for (int s = 1; s < A; s++) acc[q][0] = _mm256_add_pd(acc[q][0], acc[q][s]);                 \
+      r[q] = _mm256_set1_pd(hsum(acc[q][0]) - y[i + q]);                                            \
+    }                                                                                               \
+    for (j = 0; j < ld; j += 4) {                                                                   \
+      __m256d dj = _mm256_loadu_pd(d + j);                                                          \
+      for (int q = 0; q < RB; q++) dj = _mm256_fmadd_pd(r[q], _mm256_loadu_pd(m + (long)q * ld + j), dj); \
+      _mm256_storeu_pd(d + j, dj);                                                                  \
+    }                                                                                               \
+  } while (0)
+
+/* d = M^T (X c - y) over the first `rows` rows, in one sweep: each row of X is read once for both
+ * products (M = X: the gradient X^T r; M = P^T: the projection's P r). c, d: ld doubles. */
+static void sweep(int rows, int ld, const double *X, const double *M, const double *y, const double *c,
+                  double *d) {
+  memset(d, 0, sizeof(double) * (size_t)ld);
+  int i = 0;
+  for (; i + 4 <= rows; i += 4) SWEEP(4, 2); /* 8 chains of multiply-adds, 5 loads for 4 of them */
+  for (; i < rows; i++) SWEEP(1, 4);
+}
+
+/* The arguments of grokkit_problem_steps, shared by its threads (`next`: the next entry of order). */
+typedef struct {
+  int method, G, n, ld, L;
+  long k;
+  const double *X, *M, *y;
+  long sx, sm, sy;
+  const int *rows, *depth, *order;
+  const double *alpha, *beta1, *beta2;
+  double *B, *B1, *B2;
+  int next;
+} Problems;
+
+/* k updates of sparse configuration g (method 0: eq. 22, 1: eq. 86, 2: §C.7) as the PyTorch steps
+ * order them, in `work` (3 ld doubles). */
+static void sparse_configuration(const Problems *p, int g, double *work) {
+  int n = p->n, ld = p->ld, rows = p->rows[g];
+  const double *X = p->X + g * p->sx, *M = p->M + g * p->sm, *y = p->y + g * p->sy;
+  double a = p->alpha[g], b1 = p->beta1[g], b2 = p->beta2[g];
+  double *b = work, *c = b + ld, *d = c + ld;
+  size_t row = sizeof(double) * (size_t)n;
+  memset(work, 0, sizeof(double) * 3 * (size_t)ld);
+  memcpy(b, p->B + (long)g * n, row);
+  for (long t = 0; t < p->k; t++) {
+    if (t >= p->k - 2) {
+      memcpy(p->B2 + (long)g * n, p->B1 + (long)g * n, row);
+      memcpy(p->B1 + (long)g * n, b, row);
+    }
+    if (p->method == 2) {
+      for (int j = 0; j < n; j++) c[j] = b[j] - a * (b1 * sign(b[j]) + b2 * b[j]);
+      sweep(rows, ld, X, M, y, c, d); /* P (X c - y) */
+      for (int j = 0; j < n; j++) b[j] = c[j] - d[j];
+    } else {
+      sweep(rows, ld, X, X, y, b, d); /* X^T (X b - y) */
+      if (p->method == 0) {
+        for (int j = 0; j < n; j++) b[j] -= a * (d[j] + (b1 * sign(b[j]) + b2 * b[j]));
+      } else {
+        double gamma = a * b1;
+        for (int j = 0; j < n; j++) { /* z - clip(z, -gamma, gamma), in a form that vectorises */
+          double z = b[j] - a * (d[j] + b2 * b[j]);
+          b[j] = z - (z < -gamma ? -gamma : z > gamma ? gamma : z);
+        }
+      }
+    }
+  }
+  memcpy(p->B + (long)g * n, b, row);
+}
+
+/* sign(v) of each lane (0 at 0), as sign() does. */
+static inline __m256d vsign(__m256d v) {
+  __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  return _mm256_sub_pd(_mm256_and_pd(_mm256_cmp_pd(v, zero, _CMP_GT_OQ), one),
+                       _mm256_and_pd(_mm256_cmp_pd(v, zero, _CMP_LT_OQ), one));
+}
+
+/* k updates of the deep configuration g (eq. 88), in `work` ((2 L + 2) ld doubles), 4 entries at a
+ * time: b = B_0 ... B_{D-1} left to right, keeping before_l = B_0 ... B_{l-1}; then, from the last
+ * layer down, after_l = B_{D-1} ... B_{l+1} and the update of B_l from the old factors (the cumulative
+ * products of sparse._factor_terms, in their order). The D = depth[g] first factors move; the others
+ * are ones. Zero columns after the n-th stay zero. */
+static void deep_configuration(const Problems *p, int g, double *work) {
+  int n = p->n, ld = p->ld, L = p->L, D = p->depth[g], rows = p->rows[g];
+  const double *X = p->X + g * p->sx, *y = p->y + g * p->sy;
+  __m256d a = _mm256_set1_pd(p->alpha[g]), b1 = _mm256_set1_pd(p->beta1[g]), b2 = _mm256_set1_pd(p->beta2[g]);
+  double *F = work, *before = F + (long)L * ld, *b = before + (long)L * ld, *d = b + ld;
+  size_t row = sizeof(double) * (size_t)n, all = row * (size_t)L;
+  memset(work, 0, sizeof(double) * (2 * (size_t)L + 2) * (size_t)ld);
+  for (int l = 0; l < L; l++) memcpy(F + (long)l * ld, p->B + ((long)g * L + l) * n, row);
+  for (long t = 0; t < p->k; t++) {
+    if (t >= p->k - 2) {
+      memcpy(p->B2 + (long)g * L * n, p->B1 + (long)g * L * n, all);
+      for (int l = 0; l < L; l++) memcpy(p->B1 + ((long)g * L + l) * n, F + (long)l * ld, row);
+    }
+    for (int j = 0; j < ld; j += 4) {
+      __m256d prod = _mm256_set1_pd(1.0);
+      for (int l = 0; l < D; l++) {
+        _mm256_storeu_pd(before + (long)l * ld + j, prod);
+        prod = _mm256_mul_pd(prod, _mm256_loadu_pd(F + (long)l * ld + j));
+      }
+      _mm256_storeu_pd(b + j, prod);
+    }
+    sweep(rows, ld, X, X, y, b, d); /* X^T (X b - y) */
+    for (int j = 0; j < ld; j += 4) {
+      __m256d after = _mm256_set1_pd(1.0), dj = _mm256_loadu_pd(d + j);
+      for (int l = D - 1; l >= 0; l--) {
+        __m256d f = _mm256_loadu_pd(F + (long)l * ld + j);
+        __m256d grad = _mm256_mul_pd(dj, _mm256_mul_pd(_mm256_loadu_pd(before + (long)l * ld + j), after));
+        __m256d update = _mm256_add_pd(_mm256_add_pd(grad, _mm256_mul_pd(b1, vsign(f))), _mm256_mul_pd(b2, f));
+        _mm256_storeu_pd(F + (long)l * ld + j, _mm256_sub_pd(f, _mm256_mul_pd(a, update)));
+        after = _mm256_mul_pd(after, f);
+      }
+    }
+  }
+  for (int l = 0; l < L; l++) memcpy(p->B + ((long)g * L + l) * n, F + (long)l * ld, row);
+}
+
+/* One thread: configurations from the shared counter until none is left, in a work space of its own
+ * (none taken if it cannot allocate one: the others do them). */
+static void *problem_worker(void *arg) {
+  Problems *p = arg;
+  size_t bytes = sizeof(double) * (2 * (size_t)p->L + 2) * (size_t)p->ld; /* deep; >= 3 ld, sparse */
+  double *work = 0;
+  if (posix_memalign((void **)&work, 64, bytes)) return 0;
+  for (int i; (i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->G;) {
+    if (p->method == 3)
+      deep_configuration(p, p->order[i], work);
+    else
+      sparse_configuration(p, p->order[i], work);
+  }
+  free(work);
+  return 0;
+}
+
+/* k updates of every configuration on `threads` threads. method 0, 1, 2: the sparse methods (L = 1,
+ * depth unused; M = X for 0 and 1, P^T for 2); 3: the deep network, L layers, depth[g] of them moving
+ * (M unused). Returns 0 where no thread could allocate its work space (then nothing was done). */
+int grokkit_problem_steps(int method, int G, int n, int ld, int L, long k, int threads, const double *X,
+                          long sx, const double *M, long sm, const double *y, long sy, const int *rows,
+                          const int *depth, const int *order, const double *alpha, const double *beta1,
+                          const double *beta2, double *B, double *B1, double *B2) {
+  Problems p = {method, G, n, ld, L, k, X, M, y, sx, sm, sy, rows, depth, order, alpha, beta1, beta2, B, B1, B2, 0};
+  if (threads > G) threads = G;
+  if (threads > MAX_THREADS) threads = MAX_THREADS;
+  pthread_t id[MAX_THREADS];
+  int started = 1;
+  while (started < threads && !pthread_create(&id[started], 0, problem_worker, &p)) started++;
+  problem_worker(&p);
+  for (int i = 1; i < started; i++) pthread_join(id[i], 0);
+  return p.next > G; /* a thread with a work space takes configurations until the counter passes G */
 }

@@ -8,6 +8,20 @@ whole chunks of steps in C with a register-blocked AVX2/FMA product over the con
 axis: 14.5 µs per step for those 36 configurations, about 3.5 times the PyTorch steps
 (``benchmarks/bench_sparse.py``).
 
+Problems of their own and the deep diagonal network: where X or y is one per configuration (the
+stacked N sweeps of Figures 13–24 and 27–29, :func:`grokkit.data.sparse.stack_problems`), and for
+the deep diagonal network (§C.11, eq. 88, Figures 30–35), :class:`ProblemSteps` and
+:class:`DeepSteps` keep PyTorch's configuration-major layout and run one configuration at a time
+for a whole chunk of steps, its problem in the core's caches. A step is one sweep of its rows for
+both products (:math:`r = \tilde Xb - y^*` and :math:`\tilde X^\top r`, or :math:`Pr` for the
+projection), up to its last nonzero row (the zero rows of a stack add exactly nothing): the
+PyTorch steps' operations in their order, up to rounding (the sums run in another order, some
+products are fused multiply-adds; the tests ask 1e-12 of the largest value of every record).
+Subgradient steps on the 40 problems of Figures 13–24 (N = 10 to 100, n = 100): 0.66 µs per
+configuration-step on one core of the development machine, 0.36 on two, where the PyTorch steps
+take 4.5 µs; the deep network, 10 of them at depths 1 to 4 (Figures 30–35): 0.74 and 0.39 µs,
+against 7.8 µs (``benchmarks/bench_problems.py``).
+
 Matrix completion: a PyTorch step is dominated by the batched ``torch.linalg.svd`` of the
 iterates (23-28 µs per 10 x 10 matrix on that machine). ``fused_matrix.c`` runs whole chunks of
 steps of the three matrix methods (subgradient eq. 101, proximal/SVT eq. 127, projected
@@ -36,10 +50,11 @@ check that both agree). Matrix sensing (a dense X) and matrices with min(n1, n2)
 :data:`MATRIX_MAX_SIDE` stay on the PyTorch steps.
 
 Both use the cores this process is given: a long chunk of steps is split over :func:`threads`
-threads, each with whole registers of configurations in arrays of its own, and the sparse steps
-can be built for AVX-512 (``GROKKIT_FUSED_ISA=avx512``, see :data:`AVX512`). Neither changes a
-number: every configuration does the same arithmetic, in the same order, on any number of threads
-and at either vector width (the tests check it bit for bit).
+threads, each with whole registers of configurations in arrays of its own (for problems of their
+own: whole configurations, taken from a shared counter), and the sparse steps can be built for
+AVX-512 (``GROKKIT_FUSED_ISA=avx512``, see :data:`AVX512`). Neither changes a number: every
+configuration does the same arithmetic, in the same order, on any number of threads and at either
+vector width (the tests check it bit for bit).
 """
 from __future__ import annotations
 
@@ -64,9 +79,12 @@ MATRIX_METHODS = {"subgradient": 0, "proximal": 1, "projected_subgradient": 2}
 # the development machine): larger matrices run on the PyTorch steps.
 MATRIX_MAX_SIDE = 40
 _SOURCES = {"sparse": Path(__file__).with_name("fused.c"), "matrix": Path(__file__).with_name("fused_matrix.c")}
-_D = ctypes.POINTER(ctypes.c_double)
+DEEP = "deep"  # the method of the deep diagonal network's runs (grokkit.kernels.sparse.deep)
+_D, _I = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int)
 _SIGNATURES = {  # name: (restype, argtypes)
     "grokkit_steps": (None, [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_int] + [_D] * 11),
+    "grokkit_problem_steps": (ctypes.c_int, [ctypes.c_int] * 5 + [ctypes.c_long, ctypes.c_int]
+                              + [_D, ctypes.c_long] * 3 + [_I] * 3 + [_D] * 6),
     "grokkit_matrix_steps": (ctypes.c_int, [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_int] + [_D] * 8),
     "grokkit_matrix_svd": (ctypes.c_int, [ctypes.c_int] * 3 + [_D] * 3),
     "grokkit_lanes": (ctypes.c_int, []),
@@ -200,9 +218,10 @@ def threads(work: float) -> int:
 
 
 def usable(method: str, X: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the fused path can run the sparse ``method`` on this problem (CPU, float64, X and y shared)."""
-    return (method in METHODS and X.device.type == "cpu" and X.dtype == torch.float64 and X.dim() == 2
-            and y.dim() == 1 and library() is not None)
+    """Whether the fused path can run ``method`` (a sparse method of :data:`METHODS`, or :data:`DEEP`)
+    on this problem: X (N, n) or (G, N, n) and y (N,) or (G, N) on the CPU in float64."""
+    return (method in (*METHODS, DEEP) and X.device.type == "cpu" and X.dtype == torch.float64
+            and X.dim() in (2, 3) and y.dim() in (1, 2) and library() is not None)
 
 
 def matrix_usable(method: str, op, y: torch.Tensor) -> bool:
@@ -219,6 +238,13 @@ def _columns(a, G: int, Gp: int) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     a = a.reshape(G, math.prod(a.shape[1:]))
     return np.ascontiguousarray(np.concatenate([a, np.repeat(a[-1:], Gp - G, axis=0)]).T)
+
+
+def _checkpoint(name: str, t: torch.Tensor, shape: tuple) -> np.ndarray:
+    """An iterate ``t`` given to ``restore`` as a numpy array, checked to have the running iterate's ``shape``."""
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name} must have shape {shape} (the running configurations' iterate), got {tuple(t.shape)}")
+    return t.detach().cpu().numpy()
 
 
 class _Layout:
@@ -241,6 +267,12 @@ class _Layout:
         A = (self.B, self.B1, self.B2)[age]
         return torch.from_numpy(np.ascontiguousarray(A[:, :self.G].T).reshape(self.G, *self.shape))
 
+    def restore(self, x: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor) -> None:
+        """Continue from the iterate ``x`` (G, ...), ``x1`` and ``x2`` the iterates 1 and 2 updates
+        before it (those :meth:`iterate` gave: a checkpoint of the configurations running)."""
+        for name, A, t in (("x", self.B, x), ("x1", self.B1, x1), ("x2", self.B2, x2)):
+            A[...] = _columns(_checkpoint(name, t, (self.G, *self.shape)), self.G, self.Gp)
+
     def keep(self, keep: np.ndarray) -> None:
         """Continue with the configurations in the boolean mask ``keep`` only."""
         fields = {k: v[:, :self.G][:, keep].T for k, v in self.fields.items()}
@@ -252,6 +284,8 @@ class _Layout:
 
 class FusedSteps(_Layout):
     """Sparse recovery (``fused.c``): the iterates b (n x Gp) advanced in C."""
+
+    source = _SOURCES["sparse"]
 
     def __init__(self, method: str, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, b0: torch.Tensor,
                  P: torch.Tensor | None = None):
@@ -278,9 +312,114 @@ class FusedSteps(_Layout):
             library().grokkit_steps(self.method, self.N, self.n, self.Gp, k, threads(work), *self.pointers)
 
 
+def _aligned(a: np.ndarray, ld: int) -> np.ndarray:
+    """The rows of ``a`` (..., m, n) as a C-contiguous float64 array (..., m, ``ld``) starting on a
+    cache line (64 bytes), zero columns after the n-th."""
+    a = np.asarray(a, dtype=np.float64)
+    shape = a.shape[:-1] + (ld,)
+    raw = np.zeros(math.prod(shape) + 8)
+    start = -raw.ctypes.data % 64 // 8
+    out = raw[start:start + math.prod(shape)].reshape(shape)
+    out[..., :a.shape[-1]] = a
+    return out
+
+
+class _Problems:
+    """The iterates of G configurations in PyTorch's layout (G, ...), configuration-major, with the
+    two previous ones, advanced by ``grokkit_problem_steps`` (``fused.c``) one configuration at a
+    time; each configuration has its hyper-parameters and its problem: X (N, n) and y (N,) shared
+    or one per configuration (the stride between two configurations' is then 0), each configuration
+    sweeping only its rows up to the last nonzero one (the zero rows with y = 0 that
+    :func:`grokkit.data.sparse.stack_problems` appends change nothing). :meth:`keep` shrinks them
+    all together."""
+
+    source = _SOURCES["sparse"]
+
+    def _load(self, method: int, X: torch.Tensor, y: torch.Tensor, x0: torch.Tensor, hyper: dict, depth=1,
+              M: torch.Tensor | None = None) -> None:
+        self.method, self.G, (self.N, self.n) = method, x0.shape[0], X.shape[-2:]
+        self.L = x0.shape[1] if x0.dim() == 3 else 1
+        self.ld = -(-self.n // 4) * 4  # rows of whole 256-bit vectors
+        X, y = X.numpy(), y.numpy()
+        nonzero = np.broadcast_to((X != 0).any(axis=-1) | (y != 0), (self.G, self.N))
+        rows = np.where(nonzero.any(axis=1), self.N - nonzero[:, ::-1].argmax(axis=1), 0)
+        # per configuration: X (G, N, ld), M (G, N, ld) and y (G, N), or shared: (N, ld), (N,)
+        self.problem = {"X": _aligned(X, self.ld), "M": None if M is None else _aligned(M.numpy(), self.ld),
+                        "y": np.ascontiguousarray(y)}
+        self.fields = {k: np.ascontiguousarray(np.broadcast_to(v, (self.G,)), dtype=np.float64)
+                       for k, v in hyper.items()}
+        self.fields.update(rows=rows.astype(np.int32),
+                           depth=np.ascontiguousarray(np.broadcast_to(depth, (self.G,)), dtype=np.int32))
+        self.B = np.array(x0.numpy(), dtype=np.float64, order="C")
+        self.B1, self.B2 = self.B.copy(), self.B.copy()
+        self._pointers()
+
+    def _pointers(self) -> None:
+        f, p = self.fields, self.problem
+        # the longest configurations first, so that the threads finish together
+        self.order = np.argsort(-(2 * f["rows"] + 4 * f["depth"]), kind="stable").astype(np.int32)
+        X, M, y = p["X"], p["X"] if p["M"] is None else p["M"], p["y"]
+        self.args = [X.ctypes.data_as(_D), int(X[0].size) if X.ndim == 3 else 0,  # strides, 0: shared
+                     M.ctypes.data_as(_D), int(M[0].size) if M.ndim == 3 else 0,
+                     y.ctypes.data_as(_D), int(y[0].size) if y.ndim == 2 else 0,
+                     *(a.ctypes.data_as(_I) for a in (f["rows"], f["depth"], self.order)),
+                     *(a.ctypes.data_as(_D) for a in (f["alpha"], f["beta1"], f["beta2"], self.B, self.B1, self.B2))]
+        self.work = 4.0 * self.n * float(f["rows"].sum())  # the multiply-adds of a step's sweep, times 2
+
+    def advance(self, k: int) -> None:
+        """``k`` updates of every configuration, on :func:`threads` threads when the chunk is long
+        enough to pay for them (the iterates are the same on any number of threads)."""
+        if k and self.G:
+            if not library().grokkit_problem_steps(self.method, self.G, self.n, self.ld, self.L, k,
+                                                   threads(k * self.work), *self.args):
+                raise MemoryError("the fused steps could not allocate their work space")
+
+    def iterate(self, age: int = 0) -> torch.Tensor:
+        """The iterate ``age`` updates ago (0, 1 or 2), shape (G, ...) (a copy)."""
+        return torch.from_numpy((self.B, self.B1, self.B2)[age].copy())
+
+    def restore(self, x: torch.Tensor, x1: torch.Tensor, x2: torch.Tensor) -> None:
+        """Continue from the iterate ``x`` (G, ...), ``x1`` and ``x2`` the iterates 1 and 2 updates
+        before it (those :meth:`iterate` gave: a checkpoint of the configurations running)."""
+        for name, A, t in (("x", self.B, x), ("x1", self.B1, x1), ("x2", self.B2, x2)):
+            A[...] = _checkpoint(name, t, A.shape)
+
+    def keep(self, keep: np.ndarray) -> None:
+        """Continue with the configurations in the boolean mask ``keep`` only."""
+        keep = np.asarray(keep, dtype=bool)
+        self.B, self.B1, self.B2 = (np.ascontiguousarray(A[keep]) for A in (self.B, self.B1, self.B2))
+        self.fields = {k: np.ascontiguousarray(v[keep]) for k, v in self.fields.items()}
+        self.problem = {k: v if v is None or v.ndim == (1 if k == "y" else 2) else _aligned(v[keep], v.shape[-1])
+                        for k, v in self.problem.items()}  # those of the configurations kept, or shared
+        self.G = self.B.shape[0]
+        self._pointers()
+
+
+class ProblemSteps(_Problems):
+    """Sparse recovery with a problem per configuration (``fused.c``, ``grokkit_problem_steps``):
+    the iterates b (G, n); X (G, N, n) stacked (the N sweeps of Figures 13–24 and 27–29) or shared
+    with y (G, N) one per configuration, and P = X^† for the projected method."""
+
+    def __init__(self, method: str, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, b0: torch.Tensor,
+                 P: torch.Tensor | None = None):
+        self._load(METHODS[method], X, y, b0, {"alpha": alpha, "beta1": beta1, "beta2": beta2},
+                   M=None if P is None else P.mT)
+
+
+class DeepSteps(_Problems):
+    """The deep diagonal network (§C.11, eq. 88; ``fused.c``, ``grokkit_problem_steps``): the factors
+    (G, L, n), configuration g moving its first ``depth[g]`` (the others are ones), X and y shared or
+    one per configuration (Figures 30–35 stack the N sweep)."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, depth, B0: torch.Tensor):
+        self._load(3, X, y, B0, {"alpha": alpha, "beta1": beta1, "beta2": beta2}, depth)
+
+
 class MatrixSteps(_Layout):
     """Matrix completion (``fused_matrix.c``): the iterates A (n1 n2 x Gp, row-major entries)
     advanced in C, with the mask and y dense per configuration (0/1, and y at the observed entries)."""
+
+    source = _SOURCES["matrix"]
 
     def __init__(self, method: str, op, y: torch.Tensor, alpha, beta_star, beta2, A0: torch.Tensor):
         self.method = MATRIX_METHODS[method]
@@ -308,13 +447,23 @@ class MatrixSteps(_Layout):
             raise MemoryError("the fused matrix steps could not allocate their work space")
 
 
-def sparse_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> FusedSteps | None:
-    """The fused steps of a sparse-recovery run (:data:`grokkit.kernels.run.SPARSE`), or None
+def sparse_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> FusedSteps | ProblemSteps | None:
+    """The fused steps of a sparse-recovery run (:data:`grokkit.kernels.run.SPARSE`): X and y shared
+    by every configuration, :class:`FusedSteps`; X or y one per configuration, :class:`ProblemSteps`;
+    None where the PyTorch steps must run it (:func:`usable`)."""
+    X, y = data["X"], data["y"]
+    if not usable(method, X, y):
+        return None
+    steps = FusedSteps if X.dim() == 2 and y.dim() == 1 else ProblemSteps
+    return steps(method, X, y, config["alpha"], config["beta1"], config["beta2"], x0, data.get("P"))
+
+
+def deep_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> DeepSteps | None:
+    """The fused steps of a deep diagonal run (:data:`grokkit.kernels.sparse.SPARSE_DEEP`), or None
     where the PyTorch steps must run it (:func:`usable`)."""
     if not usable(method, data["X"], data["y"]):
         return None
-    return FusedSteps(method, data["X"], data["y"], config["alpha"], config["beta1"], config["beta2"], x0,
-                      data.get("P"))
+    return DeepSteps(data["X"], data["y"], config["alpha"], config["beta1"], config["beta2"], config["depth"], x0)
 
 
 def matrix_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> MatrixSteps | None:

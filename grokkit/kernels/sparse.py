@@ -16,7 +16,7 @@ import torch
 
 from grokkit._checks import check_finite, check_int, check_option, check_range, check_real, check_seed, show
 from grokkit.cache import cached
-from grokkit.kernels import persistent
+from grokkit.kernels import fused, persistent
 from grokkit.kernels.run import (FINITE, MAX_STEPS, METRICS, SPARSE, Family, Trajectory, _metrics, _sparse_result,
                                  apply, apply_t, check_step_size, compiled, configurations, gradient, lambda_max,
                                  residual, resolve_device, run)
@@ -339,7 +339,7 @@ def _observe_deep(B: torch.Tensor, data: dict, col: dict) -> tuple[torch.Tensor,
 # The deep diagonal network: the iterate is the stacked factors (G, L, n), the product b is recorded.
 SPARSE_DEEP = Family(penalty="beta1", curves=METRICS, finite=FINITE, operands=("X", "y"), target="b_star",
                      evaluate=_observe_deep, result=_sparse_result, unbatched={"X": 2, "active": 2},
-                     view=diagonal_product, fused=compiled(None, persistent.deep_steps))
+                     view=diagonal_product, fused=compiled(fused.deep_steps, persistent.deep_steps))
 
 
 def deep_factors(n: int, depth, init_scale=1e-2, *, init: str = "random", seed: int = 0) -> np.ndarray:
