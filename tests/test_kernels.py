@@ -623,3 +623,19 @@ def test_avx512_steps_are_the_avx2_steps_bit_for_bit(method, prob, monkeypatch):
     fused_mod.library.cache_clear()
     for name in ("b_final", "train_error", "test_error", "l1", "stopped_at"):
         np.testing.assert_array_equal(runs["avx512"].__dict__[name], runs["avx2"].__dict__[name], err_msg=name)
+
+
+def test_projected_seconds_scales_the_steps_by_configuration_steps_and_the_rest_by_records(prob):
+    """The paper presets are projected from a measured run: its time in the steps grows with the
+    configuration-steps, its records (and set-up) with the records of the log schedule."""
+    import dataclasses
+
+    traj = gk.kernels.subgradient(prob.X, prob.y, alpha=[0.01, 0.02], beta1=1e-3, steps=2000, device="cpu",
+                                  progress=False)
+    assert 0 < traj.step_seconds < traj.seconds
+    fake = dataclasses.replace(traj, seconds=3.0, step_seconds=2.0)
+    records = gk.kernels.log_schedule(20_000).size / len(traj.steps)
+    assert gk.kernels.projected_seconds(fake, 20_000, 4) == pytest.approx(2.0 * 4 * 20_000 / (2 * 2000)
+                                                                          + 1.0 * records * 4 / 2)
+    with pytest.raises(ValueError, match="configurations must be"):
+        gk.kernels.projected_seconds(fake, 20_000, 0)

@@ -317,6 +317,7 @@ class MatrixTrajectory:
     device: str
     seconds: float
     backend: str = "torch"
+    step_seconds: float = math.nan  # of seconds, those spent in the steps (the rest: records, set-up)
     depth: int = 1
     factor_nuclear: np.ndarray | None = None
     unobserved_error: np.ndarray | None = None

@@ -660,6 +660,7 @@ class NetTrajectory:
     device: str
     seconds: float
     backend: str = "torch"
+    step_seconds: float = math.nan  # of seconds, those spent in the steps (the rest: records, set-up)
 
     def __len__(self) -> int:
         return self.params_final.shape[0]

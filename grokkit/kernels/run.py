@@ -103,6 +103,7 @@ class Trajectory:
     device: str
     seconds: float
     backend: str = "torch"
+    step_seconds: float = math.nan  # of seconds, those spent in the steps (the rest: records, set-up)
 
     def __len__(self) -> int:
         return self.b_final.shape[0]
@@ -111,6 +112,22 @@ class Trajectory:
     def alpha_beta1(self) -> np.ndarray:
         r""":math:`\alpha\beta_1` per configuration."""
         return self.config["alpha"] * self.config["beta1"]
+
+
+def projected_seconds(traj, steps: int, configurations: int | None = None, *, dense: int = 1000,
+                      per_decade: int = 100) -> float:
+    """The seconds that a run like ``traj`` (any kernel's trajectory, on the same machine) would take
+    for ``steps`` steps of ``configurations`` (default: its own): its time in the steps scaled by the
+    configuration-steps, the rest (the records of the log schedule, the set-up) by the records,
+    :func:`log_schedule` with ``dense`` and ``per_decade``. ``benchmarks/project_presets.py`` projects
+    the paper presets in the same way (``book/benchmarks.md``)."""
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    G = len(traj)
+    configurations = G if configurations is None else check_int("configurations", configurations, 1)
+    done = int(traj.steps[-1])
+    stepping = traj.step_seconds * configurations * steps / (G * max(done, 1))
+    records = log_schedule(steps, dense, per_decade).size / len(traj.steps)
+    return stepping + (traj.seconds - traj.step_seconds) * records * configurations / G
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -482,6 +499,7 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
         diverged, stopped_at = saved["diverged"], saved["stopped_at"]
         state.restore(saved["state"], step, data)
         t_start -= saved["seconds"]
+        state.seconds = saved["step_seconds"]
     bar = Progress(method, steps, progress)
     bar.update(t)
     with cpu_threads(device, work):
@@ -506,7 +524,8 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
             why = saves.due(final=j + 1 == sched.size or state.rows.numel() == 0)
             if why is not None:
                 saves.save({"j": j, "t": t, "records": rec.snapshot(), "diverged": diverged, "stopped_at": stopped_at,
-                            "state": state.snapshot(step, data), "seconds": time.perf_counter() - t_start}, t, steps)
+                            "state": state.snapshot(step, data), "seconds": time.perf_counter() - t_start,
+                            "step_seconds": state.seconds}, t, steps)
             if why == "deadline":
                 bar.close()
                 raise checkpoint.DeadlineReached(
@@ -525,6 +544,7 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
         traces=dict(zip(family.traces, [t.cpu().numpy() for t in rec.traces or []])),
         iterates=None if rec.x is None else rec.x.cpu().numpy(), final=rec.final.cpu().numpy(),
         diverged=diverged, stopped_at=stopped_at, device=str(device), seconds=time.perf_counter() - t_start,
+        step_seconds=state.seconds,
         backend="torch" if state.fused is None else getattr(state.fused, "backend", "fused"))
 
 
@@ -542,6 +562,7 @@ class _State:
         self.col = {k: torch.as_tensor(config[k], dtype=A0.dtype, device=device).reshape(column)
                     for k in ("alpha", family.penalty, "beta2") + (("alpha_decay",) if self.decay else ())}
         self.t = 0  # updates done
+        self.seconds = 0.0  # spent in the steps
         self.ridge = bool(np.any(config["beta2"]))
         self.data = dict(data)
         self.extra = tuple(k for k in data if k not in family.operands and k != family.target)
@@ -550,7 +571,14 @@ class _State:
         self.x = self.x_prev = self.x_prev2 = x0
 
     def advance(self, step: Callable, k: int) -> None:
-        """``k`` updates; the two previous iterates are kept to detect cycles."""
+        """``k`` updates; the two previous iterates are kept to detect cycles. Their time adds to ``seconds``."""
+        start = time.perf_counter()
+        try:
+            self._advance(step, k)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _advance(self, step: Callable, k: int) -> None:
         self.t += k
         if self.fused is not None:
             self.fused.advance(k)
