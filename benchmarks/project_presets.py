@@ -91,7 +91,7 @@ def project(page: Path, fraction: float) -> dict:
         full = int(presets[name])
         cut = max(200, int(full * fraction)) + k  # distinct per parameter, to tell the loops apart
         paper[cut], cuts[name] = full, cut
-    start = time.perf_counter()
+    start, failed = time.perf_counter(), None
     loop._State.advance = timed_advance
     for module in [m for m in list(sys.modules.values()) if getattr(m, "run", None) is original]:
         module.run = timed
@@ -102,6 +102,9 @@ def project(page: Path, fraction: float) -> dict:
                 exec(compile(source, str(page), "exec"), namespace)
             except AssertionError:  # report.verify(): a slice's claims may fail; only its time counts
                 pass
+            except Exception as err:  # noqa: BLE001 -- a later cell may need the whole run; the loops are timed
+                failed = f"{type(err).__name__}: {err}"
+                break
             if "parameters" in tags:
                 namespace.update(preset="paper", **cuts)
     finally:
@@ -117,7 +120,7 @@ def project(page: Path, fraction: float) -> dict:
     unknown = [r for r in loops if r["steps"] not in paper]
     return {"page": page.stem, "loops": loops, "slice_s": seconds, "loop_s": sum(r["seconds"] for r in loops),
             "fraction": min((c / f for c, f in paper.items()), default=1.0), "projected_s": projected,
-            "unscaled_loops": len(unknown)}
+            "unscaled_loops": len(unknown), "failed_after": failed}
 
 
 def _hours(seconds: float) -> str:
@@ -151,9 +154,10 @@ def main() -> int:
         if "error" in r:
             print(f"| {r['page']} | failed at the paper preset: {r['error']} | | | |")
             continue
+        after = f" (then the page failed: {r['failed_after']})" if r["failed_after"] else ""
         loops = "; ".join(f"{x['method']} {x['G']} × {x['steps']:,} ({x['backend']})" for x in r["loops"])
         print(f"| {r['page']} | {loops} | {100 * r['fraction']:.2g} % | {r['loop_s']:.1f} s | "
-              f"**{_hours(r['projected_s'])}**{' (some loops not scaled)' if r['unscaled_loops'] else ''} |")
+              f"**{_hours(r['projected_s'])}**{' (some loops not scaled)' if r['unscaled_loops'] else ''}{after} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0

@@ -114,22 +114,6 @@ class Trajectory:
         return self.config["alpha"] * self.config["beta1"]
 
 
-def projected_seconds(traj, steps: int, configurations: int | None = None, *, dense: int = 1000,
-                      per_decade: int = 100) -> float:
-    """The seconds that a run like ``traj`` (any kernel's trajectory, on the same machine) would take
-    for ``steps`` steps of ``configurations`` (default: its own): its time in the steps scaled by the
-    configuration-steps, the rest (the records of the log schedule, the set-up) by the records,
-    :func:`log_schedule` with ``dense`` and ``per_decade``. ``benchmarks/project_presets.py`` projects
-    the paper presets in the same way (``book/benchmarks.md``)."""
-    steps = check_int("steps", steps, 1, MAX_STEPS)
-    G = len(traj)
-    configurations = G if configurations is None else check_int("configurations", configurations, 1)
-    done = int(traj.steps[-1])
-    stepping = traj.step_seconds * configurations * steps / (G * max(done, 1))
-    records = log_schedule(steps, dense, per_decade).size / len(traj.steps)
-    return stepping + (traj.seconds - traj.step_seconds) * records * configurations / G
-
-
 def resolve_device(device: str | torch.device) -> torch.device:
     """``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:K"`` or a
     ``torch.device`` of those types; every CUDA spelling is refused alike on a machine without CUDA."""
