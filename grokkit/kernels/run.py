@@ -461,6 +461,11 @@ def run(family: Family, method: str, step: Callable, data: dict, config: dict[st
     finished configurations cost nothing; the numbers recorded are those of a full run, up to
     rounding (a smaller batch may round differently, ~1e-16).
     ``progress=None`` shows a progress bar only on a terminal.
+
+    A run inside a cached call (every kernel) saves its whole state at a record boundary every
+    ``$GROKKIT_CHECKPOINT_EVERY`` seconds and at the deadline ``$GROKKIT_DEADLINE``, where it then
+    raises :class:`grokkit.checkpoint.DeadlineReached`; the same call continues it, bit for bit
+    (:mod:`grokkit.checkpoint`).
     """
     t_start = time.perf_counter()
     A0 = family.recorded(x0)
