@@ -203,3 +203,33 @@ def test_polar_gradients_equal_autograd_through_the_svd(monkeypatch, name):
     by_polar = setup.gradients(stacked, beta, None)
     for key, a, b in zip(names, by_polar, by_svd):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5 * b.abs().max().item(), msg=key)
+
+
+@pytest.mark.parametrize("kernel", ["subgradient", "deep"])
+def test_a_run_stopped_at_the_deadline_continues_bit_identical(kernel, monkeypatch, tmp_path):
+    """Checkpoints on the persistent kernels (grokkit.checkpoint): a run stopped at its 20th record
+    and continued from its checkpoint ends where an uninterrupted run ends, bit for bit."""
+    import time
+
+    from grokkit import checkpoint
+    from test_checkpoint import same
+
+    monkeypatch.setenv("GROKKIT_PERSISTENT", "1" if CUDA else "interpret")
+    monkeypatch.setenv(checkpoint.ENV, str(tmp_path))
+    X, y, b_star = _problem()
+    kwargs = dict(alpha=[0.05, 0.1], beta1=1e-3, steps=STEPS, b_star=b_star, dense=20, per_decade=20,
+                  device=DEVICE, progress=False)
+    call = (lambda: gk.kernels.subgradient(X, y, **kwargs)) if kernel == "subgradient" else \
+        (lambda: gk.kernels.deep(X, y, depth=[1, 2], **kwargs))
+    whole = call()
+    assert whole.backend == "persistent"
+    with monkeypatch.context() as m:
+        ticks = iter(range(10**9))
+        m.setattr(checkpoint, "_now", lambda: 1e9 + next(ticks))
+        m.setenv(checkpoint.DEADLINE_ENV, time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(1e9 + 20)))
+        with pytest.raises(checkpoint.DeadlineReached):
+            call()
+    assert len(list(tmp_path.rglob("*.ckpt"))) == 1
+    again = call()
+    assert not list(tmp_path.rglob("*.ckpt")) and checkpoint.events()[-1]["resumed_at"] > 0
+    same(whole, again)
