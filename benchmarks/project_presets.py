@@ -66,20 +66,12 @@ def project(page: Path, fraction: float) -> dict:
     loops: list[dict] = []
     original = loop.run
 
-    stepping = {"s": 0.0}
-    advance = loop._State.advance
-
-    def timed_advance(self, step, k):
-        start = time.perf_counter()
-        advance(self, step, k)
-        stepping["s"] += time.perf_counter() - start
-
     def timed(family, method, step, data, config, x0, steps, **kwargs):
-        start, stepping["s"] = time.perf_counter(), 0.0
+        start = time.perf_counter()
         result = original(family, method, step, data, config, x0, steps, **kwargs)
         schedule = {k: kwargs[k] for k in ("dense", "per_decade") if k in kwargs}
         loops.append({"method": method, "G": int(config["alpha"].size), "steps": int(steps),
-                      "seconds": time.perf_counter() - start, "step_s": stepping["s"], "schedule": schedule,
+                      "seconds": time.perf_counter() - start, "step_s": result.step_seconds, "schedule": schedule,
                       "backend": getattr(result, "backend", "torch")})
         return result
 
@@ -92,7 +84,6 @@ def project(page: Path, fraction: float) -> dict:
         cut = max(200, int(full * fraction)) + k  # distinct per parameter, to tell the loops apart
         paper[cut], cuts[name] = full, cut
     start, failed = time.perf_counter(), None
-    loop._State.advance = timed_advance
     for module in [m for m in list(sys.modules.values()) if getattr(m, "run", None) is original]:
         module.run = timed
     try:
@@ -108,7 +99,6 @@ def project(page: Path, fraction: float) -> dict:
             if "parameters" in tags:
                 namespace.update(preset="paper", **cuts)
     finally:
-        loop._State.advance = advance
         for module in [m for m in list(sys.modules.values()) if getattr(m, "run", None) is timed]:
             module.run = original
     seconds = time.perf_counter() - start
@@ -124,6 +114,8 @@ def project(page: Path, fraction: float) -> dict:
 
 
 def _hours(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min"
 
 
