@@ -139,18 +139,31 @@ def _plain(value: Any) -> Any:
     return value
 
 
+CLAIM, SETUP = "claim", "setup"
+
+
 @dataclass
 class Claim:
-    """One of the paper's claims restated as a check on a measured number."""
+    """One check on a measured number: one of the paper's claims (``kind`` "claim", with
+    ``where`` the paper says it) or a check of the page's set-up (``kind`` "setup": something
+    true by construction, which the scorecard does not count among the paper's claims).
+    ``seeds`` > 1: ``value`` is the worst of that many seeds' values."""
 
     name: str
-    value: float
+    value: Any
     expected: str
     passed: bool
+    kind: str = CLAIM
+    where: str = ""
+    seeds: int = 1
 
     def line(self) -> str:
-        mark = "PASS" if self.passed else "FAIL"
-        return f"{mark}  {self.name}: measured {_fmt(self.value)}, expected {self.expected}"
+        mark = ("PASS" if self.passed else "FAIL") if self.kind == CLAIM else ("OK" if self.passed else "BROKEN")
+        return f"{mark}  {self.name}: measured {self.measured()}, expected {self.expected}"
+
+    def measured(self) -> str:
+        """The value as the claims table shows it (``worst of 3 seeds: 0.12``)."""
+        return _fmt(self.value) if self.seeds == 1 else f"worst of {self.seeds} seeds: {_fmt(self.value)}"
 
 
 def _fmt(value: Any) -> str:
@@ -162,6 +175,17 @@ def _fmt(value: Any) -> str:
     if not math.isfinite(value):
         return str(value)
     return f"{value:.3g}"
+
+
+def _values(name: str, value: Any) -> np.ndarray:
+    """A claim's value as a 1-d float array: one number, or one per seed."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    values = np.atleast_1d(np.asarray(value, dtype=float))
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"the value of claim {name!r} must be a number or a non-empty 1-d sequence "
+                         f"(one per seed), got shape {values.shape}")
+    return values
 
 
 @dataclass
@@ -178,7 +202,14 @@ class Disagreement:
 
 @dataclass
 class Report:
-    """Measured quantities, claims checks and disagreements with the paper of one notebook run."""
+    """Measured quantities, claims checks and disagreements with the paper of one notebook run.
+
+    Every ``claim_*`` method restates a claim of the paper (``where``: the section, figure or
+    caption that makes it) as a check on a measured number; the matching ``check_*`` method
+    checks the page's set-up instead (counted apart on the scorecard). A value may be one number
+    or one number per seed: the check then holds on every seed, and the table shows the worst.
+    A NaN never passes.
+    """
 
     notebook: str
     parameters: dict[str, Any]
@@ -190,47 +221,95 @@ class Report:
         """Record measured quantities (scalars or arrays) under their names."""
         self.measured.update(values)
 
-    def claim_between(self, name: str, value: float, low: float, high: float) -> None:
-        """Claim that ``low <= value <= high``."""
-        value = float(value)
-        self._add(name, value, f"in [{_fmt(low)}, {_fmt(high)}]", low <= value <= high)
+    # --- the paper's claims -------------------------------------------------------------------
 
-    def claim_close(self, name: str, value: float, target: float, tol: float) -> None:
-        """Claim that ``|value - target| <= tol``."""
-        value = float(value)
-        self._add(name, value, f"{_fmt(target)} ± {_fmt(tol)}", abs(value - target) <= tol)
+    def claim_between(self, name: str, value: Any, low: float, high: float, *, where: str = "") -> None:
+        """Claim that ``low <= value <= high`` (on every seed)."""
+        self._between(name, value, low, high, CLAIM, where)
 
-    def claim_below(self, name: str, value: float, bound: float) -> None:
-        """Claim that ``value <= bound``."""
-        value = float(value)
-        self._add(name, value, f"<= {_fmt(bound)}", value <= bound)
+    def claim_close(self, name: str, value: Any, target: float, tol: float, *, where: str = "") -> None:
+        """Claim that ``|value - target| <= tol`` (on every seed)."""
+        self._close(name, value, target, tol, CLAIM, where)
 
-    def claim_above(self, name: str, value: float, bound: float) -> None:
-        """Claim that ``value >= bound``."""
-        value = float(value)
-        self._add(name, value, f">= {_fmt(bound)}", value >= bound)
+    def claim_below(self, name: str, value: Any, bound: float, *, where: str = "") -> None:
+        """Claim that ``value <= bound`` (on every seed)."""
+        self._below(name, value, bound, CLAIM, where)
 
-    def claim_true(self, name: str, value: bool, expected: str = "True") -> None:
-        """Claim that a measured condition holds."""
-        self._add(name, bool(value), expected, bool(value))
+    def claim_above(self, name: str, value: Any, bound: float, *, where: str = "") -> None:
+        """Claim that ``value >= bound`` (on every seed)."""
+        self._above(name, value, bound, CLAIM, where)
+
+    def claim_true(self, name: str, value: Any, expected: str = "True", *, where: str = "") -> None:
+        """Claim that a measured condition holds (on every seed)."""
+        self._true(name, value, expected, CLAIM, where)
+
+    # --- checks of the set-up -----------------------------------------------------------------
+
+    def check_between(self, name: str, value: Any, low: float, high: float) -> None:
+        """Check of the set-up that ``low <= value <= high``."""
+        self._between(name, value, low, high, SETUP, "")
+
+    def check_close(self, name: str, value: Any, target: float, tol: float) -> None:
+        """Check of the set-up that ``|value - target| <= tol``."""
+        self._close(name, value, target, tol, SETUP, "")
+
+    def check_below(self, name: str, value: Any, bound: float) -> None:
+        """Check of the set-up that ``value <= bound``."""
+        self._below(name, value, bound, SETUP, "")
+
+    def check_above(self, name: str, value: Any, bound: float) -> None:
+        """Check of the set-up that ``value >= bound``."""
+        self._above(name, value, bound, SETUP, "")
+
+    def check_true(self, name: str, value: Any, expected: str = "True") -> None:
+        """Check of the set-up that a condition holds."""
+        self._true(name, value, expected, SETUP, "")
 
     def disagree(self, name: str, paper: str, measured: str) -> None:
         """Record where the measurements contradict the paper (shown in the notebook, kept in the JSON)."""
         d = Disagreement(name, paper, measured)
         self.disagreements = [x for x in self.disagreements if x.name != name] + [d]
 
-    def _add(self, name: str, value: Any, expected: str, passed: bool) -> None:
+    def _between(self, name, value, low, high, kind, where) -> None:
+        v = _values(name, value)
+        ok = (v >= low) & (v <= high)
+        worst = v[np.argmax(np.where(np.isnan(v), np.inf, np.maximum(low - v, v - high)))]
+        self._add(name, worst, f"in [{_fmt(low)}, {_fmt(high)}]", ok.all(), kind, where, v.size)
+
+    def _close(self, name, value, target, tol, kind, where) -> None:
+        v = _values(name, value)
+        gap = np.where(np.isnan(v), np.inf, np.abs(v - target))
+        self._add(name, v[np.argmax(gap)], f"{_fmt(target)} ± {_fmt(tol)}", (gap <= tol).all(), kind, where, v.size)
+
+    def _below(self, name, value, bound, kind, where) -> None:
+        v = _values(name, value)
+        worst = np.nan if np.isnan(v).any() else v.max()
+        self._add(name, worst, f"<= {_fmt(bound)}", worst <= bound, kind, where, v.size)
+
+    def _above(self, name, value, bound, kind, where) -> None:
+        v = _values(name, value)
+        worst = np.nan if np.isnan(v).any() else v.min()
+        self._add(name, worst, f">= {_fmt(bound)}", worst >= bound, kind, where, v.size)
+
+    def _true(self, name, value, expected, kind, where) -> None:
+        v = np.atleast_1d(np.asarray(value, dtype=bool))
+        self._add(name, bool(v.all()), expected, bool(v.all()), kind, where, v.size)
+
+    def _add(self, name: str, value: Any, expected: str, passed: Any, kind: str, where: str, seeds: int) -> None:
+        if isinstance(value, np.floating):
+            value = float(value)
         passed = bool(passed) and not (isinstance(value, float) and math.isnan(value))
-        claim = Claim(name, value, expected, passed)
+        claim = Claim(name, value, expected, passed, kind, where, seeds)
         self.claims = [c for c in self.claims if c.name != name] + [claim]
 
     def summary(self) -> str:
-        """One line per claim (PASS or FAIL, measured and expected) and per disagreement (DIFF)."""
+        """One line per claim (PASS or FAIL), per set-up check (OK or BROKEN), measured and
+        expected, and per disagreement (DIFF)."""
         return "\n".join([c.line() for c in self.claims] + [d.line() for d in self.disagreements])
 
     def table(self) -> ClaimsTable:
-        """The claims and disagreements as a table (claim, measured, paper, verdict): HTML in a
-        notebook, the :meth:`summary` lines as text."""
+        """The claims, disagreements and set-up checks as a table (claim, measured, paper,
+        verdict): HTML in a notebook, the :meth:`summary` lines as text."""
         return ClaimsTable(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,7 +320,8 @@ class Report:
             "parameters": self.parameters,
             "measured": self.measured,
             "claims": [
-                {"name": c.name, "value": c.value, "expected": c.expected, "pass": c.passed}
+                {"name": c.name, "value": c.value, "expected": c.expected, "pass": c.passed,
+                 "kind": c.kind, "where": c.where, "seeds": c.seeds}
                 for c in self.claims
             ],
             "all_claims_pass": all(c.passed for c in self.claims),
@@ -270,7 +350,7 @@ class Report:
         return path
 
     def verify(self) -> None:
-        """Raise ``AssertionError`` naming every claim that failed."""
+        """Raise ``AssertionError`` naming every claim and set-up check that failed."""
         failed = [c.line() for c in self.claims if not c.passed]
         if failed:
             raise AssertionError("claims failed:\n" + "\n".join(failed))
@@ -284,20 +364,30 @@ class ClaimsTable:
         self.report = report
 
     def rows(self) -> list[tuple[str, str, str, str]]:
-        """(claim, measured, paper, verdict) for each claim, then each disagreement."""
-        return ([(c.name, _fmt(c.value), c.expected, "PASS" if c.passed else "FAIL") for c in self.report.claims]
-                + [(d.name, d.measured, d.paper, "DIFF") for d in self.report.disagreements])
+        """(claim, measured, paper, verdict): each of the paper's claims, each disagreement, then
+        each check of the set-up."""
+        claims = [c for c in self.report.claims if c.kind == CLAIM]
+        setup = [c for c in self.report.claims if c.kind != CLAIM]
+        return ([(c.name + (f" ({c.where})" if c.where else ""), c.measured(), c.expected,
+                  "PASS" if c.passed else "FAIL") for c in claims]
+                + [(d.name, d.measured, d.paper, "DIFF") for d in self.report.disagreements]
+                + [(c.name, c.measured(), c.expected, "OK" if c.passed else "BROKEN") for c in setup])
 
     def __repr__(self) -> str:
         return self.report.summary()
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{h}</th>" for h in ("claim", "measured", "paper", "verdict"))
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row[:3])
-            + f'<td class="verdict-{row[3].lower()}">{row[3]}</td></tr>'
-            for row in self.rows())
-        return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        rows = self.rows()
+        n_setup = sum(c.kind != CLAIM for c in self.report.claims)
+        body = []
+        for i, row in enumerate(rows):
+            if n_setup and i == len(rows) - n_setup:
+                body.append('<tr class="setup-heading"><td colspan="4">Checks of the set-up '
+                            '(true by construction; not counted among the paper\'s claims)</td></tr>')
+            body.append("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row[:3])
+                        + f'<td class="verdict-{row[3].lower()}">{row[3]}</td></tr>')
+        return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def _grokkit_version() -> str:

@@ -21,23 +21,28 @@ PAPER_RUNS = Path("book") / "paper_runs"   # <stem>.paper.json: records of paper
 
 @dataclass
 class Record:
-    """What one run of a page came to: its preset, claims passed out of the total, the
-    one-line text of each disagreement with the paper, and how long it ran."""
+    """What one run of a page came to: its preset, the paper's claims passed out of the total,
+    the checks of its set-up passed out of theirs (counted apart: they hold by construction),
+    the one-line text of each disagreement with the paper, and how long it ran."""
 
     preset: str
     passed: int
     total: int
     disagreements: list[str]
     duration_s: float | None
+    setup_passed: int = 0
+    setup_total: int = 0
 
     @classmethod
     def from_summary(cls, data: dict[str, Any]) -> Record:
-        claims = data.get("claims", [])
+        claims = [c for c in data.get("claims", []) if c.get("kind", "claim") == "claim"]
+        setup = [c for c in data.get("claims", []) if c.get("kind", "claim") != "claim"]
         return cls(preset=str(data.get("preset", "?")),
                    passed=sum(bool(c.get("pass")) for c in claims), total=len(claims),
                    disagreements=[f"{d['name']}: paper says {d['paper']}; measured {d['measured']}"
                                   for d in data.get("disagreements", [])],
-                   duration_s=data.get("duration_s"))
+                   duration_s=data.get("duration_s"),
+                   setup_passed=sum(bool(c.get("pass")) for c in setup), setup_total=len(setup))
 
 
 @dataclass
@@ -58,6 +63,8 @@ class Totals:
     pages: int = 0
     passed: int = 0
     claims: int = 0
+    setup_passed: int = 0
+    setup_checks: int = 0
     disagreements: int = 0
     pages_at_paper_scale: int = 0
     failing_pages: list[str] = field(default_factory=list)
@@ -104,15 +111,18 @@ def rows(root: Path, folder: Path | None = None) -> list[Row]:
 
 
 def totals(table: list[Row]) -> Totals:
-    """Pages, claims passed out of the total and disagreements, summed over the rows' runs."""
+    """Pages, the paper's claims passed out of the total, set-up checks passed out of theirs and
+    disagreements, summed over the rows' runs."""
     result = Totals()
     for row in table:
         result.pages += 1
         result.passed += row.run.passed
         result.claims += row.run.total
+        result.setup_passed += row.run.setup_passed
+        result.setup_checks += row.run.setup_total
         result.disagreements += len(row.run.disagreements)
         result.pages_at_paper_scale += row.paper is not None
-        if row.run.passed < row.run.total:
+        if row.run.passed < row.run.total or row.run.setup_passed < row.run.setup_total:
             result.failing_pages.append(row.item)
     return result
 

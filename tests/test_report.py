@@ -144,10 +144,11 @@ def test_save_writes_strict_json(monkeypatch, tmp_path):
     assert out["all_claims_pass"] is False
     assert len(out["claims"]) == 11
     for claim, c in zip(out["claims"], r.claims):
-        assert set(claim) == {"name", "value", "expected", "pass"}
+        assert set(claim) == {"name", "value", "expected", "pass", "kind", "where", "seeds"}
         assert claim["name"] == c.name and claim["expected"] == c.expected and claim["pass"] is c.passed
     assert out["claims"][0]["value"] == 0.5
-    assert out["claims"][-1] == {"name": "nan claim", "value": None, "expected": "<= 1", "pass": False}
+    assert out["claims"][-1] == {"name": "nan claim", "value": None, "expected": "<= 1", "pass": False,
+                                 "kind": "claim", "where": "", "seeds": 1}
     assert {"python", "numpy", "torch", "grokkit"} <= set(out["versions"])
     assert out["device"] in ("cpu", "cuda")
 
@@ -175,3 +176,50 @@ def test_claims_table_lists_claims_then_disagreements():
     assert page.startswith('<table class="claims">') and page.count("<tr>") == 4
     assert "&lt;against&gt;" in page and "<against>" not in page  # escaped
     assert '<td class="verdict-fail">FAIL</td>' in page and '<td class="verdict-diff">DIFF</td>' in page
+
+
+# --- claims over seeds, set-up checks -------------------------------------------------------
+
+
+@pytest.mark.parametrize("add, worst, passed", [
+    (lambda r: r.claim_below("c", [0.1, 0.3, 0.2], 0.25), 0.3, False),
+    (lambda r: r.claim_below("c", np.array([0.1, 0.2]), 0.25), 0.2, True),
+    (lambda r: r.claim_above("c", [3.0, 1.0, 2.0], 1.5), 1.0, False),
+    (lambda r: r.claim_between("c", [0.5, 1.2, -0.05], 0.0, 1.0), 1.2, False),
+    (lambda r: r.claim_close("c", [1.0, 1.04, 0.9], 1.0, 0.05), 0.9, False),
+    (lambda r: r.claim_true("c", [True, False, True]), False, False),
+    (lambda r: r.claim_below("c", [0.1, math.nan, 0.2], 1.0), None, False),
+])
+def test_a_claim_over_seeds_holds_on_every_seed_and_shows_the_worst(add, worst, passed):
+    r = Report("nb", {})
+    add(r)
+    (c,) = r.claims
+    assert c.passed is passed and c.seeds in (2, 3)
+    if worst is None:
+        assert math.isnan(c.value)
+    else:
+        assert c.value == worst
+    assert c.measured().startswith(f"worst of {c.seeds} seeds: ")
+
+
+def test_a_claim_over_seeds_refuses_an_empty_or_2d_value():
+    r = Report("nb", {})
+    with pytest.raises(ValueError, match="claim 'c' must be a number or a non-empty 1-d sequence"):
+        r.claim_below("c", [], 1.0)
+    with pytest.raises(ValueError, match=r"got shape \(2, 2\)"):
+        r.claim_below("c", np.ones((2, 2)), 1.0)
+
+
+def test_setup_checks_are_apart_from_the_papers_claims():
+    r = Report("nb", {})
+    r.claim_below("error after t2", 0.01, 0.05, where="Section 2, Figure 1")
+    r.check_close("projector is idempotent", 1e-15, 0.0, 1e-12)
+    r.check_true("broken set-up", False)
+    r.disagree("slope", "1", "0.41")
+    assert [c.kind for c in r.claims] == ["claim", "setup", "setup"]
+    assert [row[3] for row in r.table().rows()] == ["PASS", "DIFF", "OK", "BROKEN"]
+    assert r.table().rows()[0][0] == "error after t2 (Section 2, Figure 1)"
+    assert "Checks of the set-up" in r.table()._repr_html_()
+    assert "BROKEN  broken set-up" in r.summary()
+    with pytest.raises(AssertionError, match="broken set-up"):
+        r.verify()

@@ -68,6 +68,19 @@ def test_totals_are_the_sums_over_the_rows(book: Path) -> None:
     assert totals.pages_at_paper_scale == 0
 
 
+def test_setup_checks_are_counted_apart_from_the_papers_claims(book: Path) -> None:
+    path = book / "book" / "generated" / "chap" / "thm-c08-memorization.json"
+    data = json.loads(path.read_text())
+    data["claims"][0]["kind"] = "setup"
+    data["claims"][1].update(kind="setup", **{"pass": False})
+    path.write_text(json.dumps(data))
+    row = scorecard.rows(book)[1].run
+    assert (row.passed, row.total, row.setup_passed, row.setup_total) == (2, 2, 1, 2)
+    totals = scorecard.totals(scorecard.rows(book))
+    assert (totals.passed, totals.claims, totals.setup_passed, totals.setup_checks) == (4, 5, 1, 2)
+    assert totals.failing_pages == ["Figure 7", "Theorem C.8"]  # a broken set-up fails its page
+
+
 def test_a_paper_scale_record_is_shown_beside_the_run(book: Path) -> None:
     (book / scorecard.PAPER_RUNS).mkdir(parents=True)
     (book / scorecard.PAPER_RUNS / "thm-c08-memorization.paper.json").write_text(json.dumps(

@@ -112,8 +112,10 @@ class ScorecardDirective(SphinxDirective):
 
     def totals_paragraph(self, totals: scorecard.Totals) -> nodes.paragraph:
         failing = f" (failing: {', '.join(totals.failing_pages)})" if totals.failing_pages else ""
-        text = (f"{_count(totals.pages, 'page')}; {totals.passed} of {_count(totals.claims, 'claims check')} "
-                f"pass{failing}; {_count(totals.disagreements, 'disagreement')} with the paper; "
+        text = (f"{_count(totals.pages, 'page')}; {totals.passed} of the paper's "
+                f"{_count(totals.claims, 'claim')} pass, and {totals.setup_passed} of "
+                f"{_count(totals.setup_checks, 'check')} of the pages' set-up{failing}; "
+                f"{_count(totals.disagreements, 'disagreement')} with the paper; "
                 f"{_count(totals.pages_at_paper_scale, 'page')} with a paper-scale record.")
         return nodes.paragraph(text=text, classes=["scorecard-totals"])
 
@@ -125,7 +127,8 @@ class Scorecard(ScorecardDirective):
         table, totals = self.load()
         body = []
         for row in table:
-            claims = nodes.paragraph(text=f"{row.run.passed}/{row.run.total} ({row.run.preset}, "
+            setup = f", set-up {row.run.setup_passed}/{row.run.setup_total}" if row.run.setup_total else ""
+            claims = nodes.paragraph(text=f"{row.run.passed}/{row.run.total}{setup} ({row.run.preset}, "
                                           f"{_duration(row.run.duration_s)})")
             if row.paper is not None:
                 claims += nodes.Text(f"; {row.paper.passed}/{row.paper.total} "
