@@ -227,6 +227,26 @@ def test_figures_have_their_caption_as_alt_text(entry: Path) -> None:
         assert alt and not alt.endswith((".png", ".svg")) and "\\" not in alt, (page.path.name, src, alt)
 
 
+FIGURE_STEM = re.compile(r"fig(\d+)-")
+
+
+@pytest.mark.parametrize("entry", [e for e in GENERATED if FIGURE_STEM.match(e.stem)],
+                         ids=[e.stem for e in GENERATED if FIGURE_STEM.match(e.stem)])
+def test_a_figure_page_gives_its_arxiv_number(entry: Path) -> None:
+    """Under its title, each figure page says what arXiv 2506.05718 numbers it, linking the map."""
+    note = re.search(r'<p class="arxiv-number">(.*?)</p>', Page(page_html(entry)).text, re.S)
+    assert note, f"{entry.stem} does not give its arXiv number"
+    assert "arXiv 2506.05718" in note.group(1) and 'figure-numbers.html">Figure numbers' in note.group(1)
+
+
+def test_the_figure_numbers_page_maps_every_figure() -> None:
+    text = (HTML / "book" / "figure-numbers.html").read_text(encoding="utf-8")
+    table = text[text.index('class="table figure-numbers'):]
+    rows = re.findall(r"<tr[^>]*>\s*<td[^>]*><p>(\d+)</p>", table)
+    assert [int(r) for r in rows] == list(range(1, 58))
+    assert "<td><p>16</p></td>" in table.replace(' class="text-left"', "")  # Figure 25 is arXiv's Figure 16
+
+
 def test_theorem_2_1_is_numbered_as_in_the_paper_and_cited() -> None:
     theorem = (HTML / "book/generated/sparse_recovery/thm-201-grokking-time.html").read_text(encoding="utf-8")
     assert re.search(r'<div class="proof theorem admonition" id="thm-2-1">\s*<p class="admonition-title">'

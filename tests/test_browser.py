@@ -498,15 +498,17 @@ def untypeset_math(visit: Visit) -> list[str]:
 
 
 # Raw TeX in text: a control word (\alpha, \ell, \frac; two letters or more, so that a stray
-# "\n" is not one), a control symbol (\|, \{, \(, \[, \,), $$, or $...$ around something only
-# TeX has (a backslash, ^, _ or braces) or around a single letter ($x$). Prices ("$5 and $10")
-# and shell variables ("$HOME", in code anyway) do not match.
+# "\n" is not one), a control symbol (\|, \{, \(, \[, \,), $$, $...$ around something only
+# TeX has (a backslash, ^, _ or braces) or around a single letter ($x$), and TeX's braced sub-
+# and superscripts outside math (n^{1/p}, vecr(M)_{jm+i}, ‖·‖_{1->1}). Prices ("$5 and $10"),
+# shell variables ("$HOME"), identifiers (grid_alpha) and ASCII powers (2^10, X^T) do not match.
 RAW_TEX = re.compile(r"""
       \\[A-Za-z]{2,}
     | \\[|{}()\[\],;!_^]
     | \$\$
     | \$(?=[^\s$])[^$\n]{0,300}?[\\^_{}][^$\n]{0,300}?(?<=[^\s$])\$
     | \$[A-Za-z]\$
+    | [\w)\]|‖][_^]\{
 """, re.X)
 
 
@@ -624,6 +626,9 @@ BAD_PAGE = r"""<!DOCTYPE html>
 <div style="width: 900px; height: 10px">wide</div>
 <div style="width: 120px; overflow: hidden"><span class="math">\(x_1 + x_2 + x_3 + x_4 + x_5 + x_6 + x_7 + x_8 + x_9\)</span></div>
 <div class="math" style="width: 200px">\[\sum_{i=1}^{n} a_i b_i c_i d_i e_i f_i g_i h_i j_i k_i l_i m_i n_i o_i p_i q_i r_i\]</div>
+<h2>The missing n^{1/p}</h2>
+<figure><img src="data:," alt="a figure"><figcaption>Distance divided by 2αβ n^{1/p}</figcaption></figure>
+<table><tr><td>vecr(M)_{jm+i} = M_ij</td><td>x^{2}</td></tr></table>
 <script>console.error("boom");</script>
 </body></html>
 """.replace("MATHJAX", MATHJAX)
@@ -634,7 +639,7 @@ GOOD_PAGE = r"""<!DOCTYPE html>
 <link rel="icon" href="data:,">
 <script async src="MATHJAX"></script></head>
 <body>
-<p>It costs $5 and $10; a formula <span class="math">\(\alpha\beta_1\)</span>; code
+<p>It costs $5 and $10; 2^10 steps of grid_alpha, X^T y; a formula <span class="math">\(\alpha\beta_1\)</span>; code
 <code>\alpha $x_1$ \(</code></p>
 <pre>C:\Users\me $HOME \|x\|</pre>
 <div class="math">\[\|\hat b\|_\infty\]</div>
@@ -666,6 +671,8 @@ def test_checks_catch_a_bad_page(browser: Browser, fixture_site: Server,
     assert "1 of 3 formulas untypeset" in found["math"] and r"`\(\alpha\)`" in found["math"]
     assert r"raw TeX in the title: `\(`" in found["raw-tex"]
     assert r"raw TeX in the text of p: `\(`" in found["raw-tex"]
+    for where, tex in (("h2", "n^{"), ("figcaption", "n^{"), ("td", ")_{"), ("td", "x^{")):
+        assert f"raw TeX in the text of {where}: `{tex}`" in found["raw-tex"], (where, tex, found["raw-tex"])
     assert "scrolls sideways by 508 px" in found["overflow"]
     assert "widest element is div (900 px wide" in found["overflow"]
     assert "`x_1 + x_2 + x_3 + x_4 + x_5 + x_6 + x_7 + x_8 + x_9` (span.math) has" in found["formulas"]

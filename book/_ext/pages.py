@@ -7,10 +7,14 @@
 * The paper's own numbers on ``sphinx-proof`` statements: the label ``thm-c-8`` numbers a
   ``{prf:theorem}`` "Theorem C.8" (and every ``{prf:ref}`` to it), instead of the book's count.
 * Alt text of figures taken from their captions, as plain text.
+* Figure numbers: the book numbers the paper's figures as its submission text does; each figure
+  page says the number arXiv 2506.05718 gives it, and ``{figure-numbers}`` renders the whole map
+  (both from ``figure_numbers.csv`` beside this file).
 * ``pages.js``: the search page typesets the TeX quoted in its results.
 """
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,14 @@ from sphinx.util.docutils import SphinxDirective
 from grokkit import pipeline, scorecard
 
 logger = logging.getLogger(__name__)
+
+# The submission's figure number -> (arXiv 2506.05718's number, how it was established).
+FIGURE_NUMBERS = {int(row["submission"]): (row["arxiv"], row["basis"]) for row in
+                  csv.DictReader((Path(__file__).with_name("figure_numbers.csv")).open(encoding="utf-8"))}
+BASIS = {"heading": "read from the heading of the authors' code that draws it",
+         "inferred": "inferred from the order and content of the authors' notebooks",
+         "none": "no counterpart identified"}
+FIGURE_PAGE = re.compile(r"fig(?P<number>\d+)-")
 
 GENERATED = pipeline.GENERATED.as_posix() + "/"
 # sphinx-proof's statement kinds and the label prefix that carries the paper's number.
@@ -209,9 +221,38 @@ def on_doctree_read(app: Any, doctree: nodes.document) -> None:
         section = next(iter(doctree.findall(nodes.section)), None)
         if section is not None:
             section.insert(1, rerun_box(docname, Path(app.env.srcdir)))
+            note = arxiv_note(docname)
+            if note is not None:
+                section.insert(1, note)
+
+
+def arxiv_note(docname: str) -> nodes.paragraph | None:
+    """"In arXiv 2506.05718 this is Figure N" on a figure page (or that it has no counterpart)."""
+    match = FIGURE_PAGE.match(docname.rsplit("/", 1)[-1])
+    if match is None:
+        return None
+    arxiv, basis = FIGURE_NUMBERS[int(match["number"])]
+    text = (f"In arXiv 2506.05718 (the ICML 2025 version) this is Figure {arxiv} ({BASIS[basis]}); "
+            if arxiv else "No counterpart of this figure was identified in arXiv 2506.05718 (the ICML "
+                          "2025 version); ")
+    note = nodes.paragraph(text=text + "the book numbers figures as the submission does: see ",
+                           classes=["arxiv-number"])
+    note += _doc_link("book/figure-numbers", "Figure numbers", docname).children[0]
+    note += nodes.Text(".")
+    return note
+
+
+class FigureNumbers(SphinxDirective):
+    """``{figure-numbers}``: the submission's figure numbers against arXiv 2506.05718's."""
+
+    def run(self) -> list[nodes.Node]:
+        body = [[str(number), arxiv or "—", BASIS[basis]] for number, (arxiv, basis) in FIGURE_NUMBERS.items()]
+        return [_table(["Submission (the book)", "arXiv 2506.05718", "How it was established"], body,
+                       [20, 30, 50], ["figure-numbers"])]
 
 
 def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("figure-numbers", FigureNumbers)
     app.add_directive("scorecard", Scorecard)
     app.add_directive("scorecard-totals", ScorecardTotals)
     # Before Sphinx's download collector (priority 500) reads the download nodes of the box.
