@@ -39,6 +39,7 @@ ENV = "GROKKIT_CACHE"
 _PACKAGE = Path(__file__).resolve().parent
 _SOURCES = ("*.py", "*.c")
 _events: list[dict[str, Any]] = []
+_calls: set[str] = set()  # every cached function called in this process (module.name)
 
 
 @functools.cache
@@ -145,6 +146,7 @@ def cached(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _calls.add(function)
         folder = directory()
         if folder is None and not checkpoint.wanted():
             return fn(*args, **kwargs)
@@ -196,6 +198,12 @@ def _cached_call(fn: Callable, function: str, folder: Path, args: tuple, kwargs:
         lock.release()
     _events.append(event)
     return result
+
+
+def calls() -> list[str]:
+    """The cached functions this process called (``module.name``), with or without a cache:
+    the kernels a page's numbers come from (:mod:`grokkit.records` is stale against their code)."""
+    return sorted(_calls)
 
 
 def events() -> list[dict[str, Any]]:

@@ -17,7 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from grokkit import cache, checkpoint, pipeline
+import nbformat
+
+from grokkit import cache, checkpoint, pipeline, records
 from grokkit.pipeline import Notebook, Outcome, Result, Task, UsageError
 from grokkit.report import PRESETS
 
@@ -37,9 +39,10 @@ class Runner:
 
     def __init__(self, root: Path, out: Path, preset: str, overrides: dict[str, Any], *, timeout: int,
                  workers: int, force: bool, cache_dir: str, progress_every: float, scheduler: str | None = None,
-                 deadline: float | None = None):
+                 deadline: float | None = None, record: bool = False):
         self.root, self.out, self.preset, self.overrides = root, out, preset, overrides
         self.deadline = deadline  # a UNIX time (grokkit.checkpoint), or None
+        self.record = record      # keep each run as the page's paper-scale record (grokkit.records)
         self.timeout, self.workers, self.force, self.cache_dir = timeout, workers, force, cache_dir
         self.progress_every, self.scheduler = progress_every, scheduler
         self.stop = threading.Event()
@@ -47,6 +50,7 @@ class Runner:
         self.remote: dict[str, Any] = {}  # stem -> Dask future
         self.guard = threading.Lock()
         self.revision = pipeline.git_revision(root)  # the code that runs, even if the repository changes
+        self.commit, self.dirty = records.commit(root), records.dirty_files(root)
         self.pool: ProcessPoolExecutor | None = None
         self.client = None
 
@@ -80,24 +84,63 @@ class Runner:
                     announced = True
         try:
             fp = pipeline.fingerprint(nb, self.preset, self.overrides)
-            if not self.force and pipeline.up_to_date(self.out, nb, self.preset, self.overrides):
+            if self.record and not self.force and self.record_is_current(nb):
+                return Outcome(nb, "skipped", f"{nb.stem}  its record is current, skipped (--force reruns it)")
+            if not self.record and not self.force and pipeline.up_to_date(self.out, nb, self.preset, self.overrides):
                 return Outcome(nb, "skipped", f"{nb.stem}  up to date, skipped (--force reruns it)")
             if self.deadline is not None and time.time() >= self.deadline:
                 return Outcome(nb, "stopped", f"STOPPED {nb.stem}: not started, the deadline has passed")
             when = None if self.deadline is None else datetime.fromtimestamp(self.deadline, timezone.utc).isoformat()
             task = Task(nb.stem, nb.source.read_text(encoding="utf-8"), self.preset, self.overrides,
-                        self.timeout, cache=self.cache_dir, deadline=when)
+                        self.timeout, cache=self.cache_dir, deadline=when, record=self.record)
             result = self.submit_remote(task) if self.client is not None else self.submit_local(task)
             if self.stop.is_set() and result.error is not None:
                 result.interrupted = True
             before = pipeline.read_json(pipeline.page_paths(self.out, nb)["summary"]) or {}
             outcome = pipeline.publish(nb, result, self.root, self.out, self.preset, self.overrides, fp,
                                        self.revision)
+            if self.record:
+                return self.keep_record(nb, result, outcome)
             if outcome.status == "ran":
                 outcome.message += self.preset_note(nb, before.get("preset"))
             return outcome
         finally:
             lock.release()
+
+    def record_is_current(self, nb: Notebook) -> bool:
+        try:
+            data = records.read(self.root, nb.chapter, nb.stem)
+        except records.RecordError:
+            return False
+        return (data is not None and not records.problems(self.root, nb.chapter, nb.stem, data)
+                and not records.stale(self.root, data))
+
+    def keep_record(self, nb: Notebook, result: pipeline.Result, outcome: Outcome) -> Outcome:
+        """Write the paper-scale record of a run that finished, its claims passed or not (a failed
+        claim at the paper's scale is a finding); a run that stopped, or failed otherwise, leaves
+        the page's record as it was."""
+        claims_failed = result.error is not None and "raised AssertionError: claims failed" in result.error
+        if outcome.status not in ("ran", "failed") or (outcome.status == "failed" and not claims_failed) \
+                or result.summary is None or result.notebook is None:
+            return outcome
+        page = nbformat.reads(result.notebook, as_version=4)
+        pipeline.tidy(page, pipeline.relative(nb.source, self.root), f"{records.RECORDS}/{nb.chapter}/{nb.stem}.ipynb")
+        cached = [e for e in result.summary.get("cache", []) if e.get("hit")]
+        provenance = {
+            "commit": self.commit, "dirty_files": self.dirty, "started_at": result.started_at,
+            "wall_s": round(result.duration_s, 1), "kernel_cpu_s": result.cpu_s, "machine": result.machine,
+            "grokkit_sha256": result.grokkit_sha256, "requirements_lock_sha256": records.lock_sha256(self.root),
+            "cached_runs": f"{len(cached)} of {len(result.summary.get('cache', []))}",
+            "resumed_from_checkpoints": result.summary.get("checkpoints", []),
+        }
+        path = records.write(self.root, nb.chapter, nb.stem, nb.source, nbformat.writes(page),
+                             {**result.summary, "preset": self.preset}, provenance)
+        v = records.verdict(records.read(self.root, nb.chapter, nb.stem))
+        failed = (f"; {v['total'] - v['passed']} failed: findings at the paper's scale, shown on the page"
+                  if v["passed"] < v["total"] else "")
+        return Outcome(nb, "ran", f"RECORDED {nb.stem} at the {self.preset} preset in "
+                                  f"{_duration(result.duration_s)}: {v['passed']}/{v['total']} of the paper's claims "
+                                  f"pass{failed}; {pipeline.relative(path, self.root)}", result.duration_s)
 
     def preset_note(self, nb: Notebook, before: str | None) -> str:
         """What a run at another preset did to the book's page: the book's pages are the quick
@@ -278,7 +321,8 @@ def run(args: argparse.Namespace) -> int:
     cache_dir = "" if args.no_cache else str(_cache_folder(args, root))
     if cache_dir:
         pipeline.check_folder(Path(cache_dir), "the result cache folder")
-    out = _out(args, root)
+    # A recorded run keeps its executed page out of the book, whose pages are the quick preset's.
+    out = _out(args, root) if args.out or not args.record else root / DEFAULT_CACHE / "paper-pages"
     pipeline.check_output_folder(out, sorted({nb.chapter for nb in notebooks}))
     workers = args.workers or max(1, min(os.cpu_count() or 1, len(notebooks)))
     # A paper preset runs for hours in one cell: only the quick preset gets a default per-cell limit.
@@ -293,9 +337,11 @@ def run(args: argparse.Namespace) -> int:
         if not cache_dir and not os.environ.get(checkpoint.ENV, "").strip():
             raise UsageError(f"--deadline keeps the state of the runs it stops in the checkpoint folder, "
                              f"$GROKKIT_CACHE/checkpoints: drop --no-cache, or set ${checkpoint.ENV}")
+    if args.record:
+        check_record(root, args, overrides)
     runner = Runner(root, out, args.preset, overrides, timeout=timeout, workers=workers, force=args.force,
                     cache_dir=cache_dir, progress_every=args.progress_every, scheduler=args.scheduler,
-                    deadline=deadline)
+                    deadline=deadline, record=args.record)
     start = time.perf_counter()
     # Ctrl-C and SIGTERM interrupt the run, even where SIGINT came ignored from the parent (a
     # process started with SIGINT ignored gets no KeyboardInterrupt from Python); the handlers in
@@ -330,6 +376,20 @@ def run(args: argparse.Namespace) -> int:
               f"command again to continue them", file=sys.stderr)
         return EX_TEMPFAIL
     return 0
+
+
+def check_record(root: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    """Refuse, before anything runs, a record that would not be the paper's own run of this code."""
+    if args.preset != "paper":
+        raise UsageError(f"--record keeps paper-scale records: it needs --preset paper, got --preset {args.preset}")
+    if overrides:
+        raise UsageError(f"--record keeps the paper preset's own run: drop the overrides "
+                         f"({', '.join(f'-p {k}' for k in overrides)})")
+    dirty = records.dirty_files(root)
+    if dirty and not args.allow_dirty:
+        shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
+        raise UsageError(f"--record stamps its records with the commit, and the checkout has uncommitted changes "
+                         f"({shown}): commit them, or pass --allow-dirty (the record then lists these files)")
 
 
 def status(args: argparse.Namespace) -> int:
@@ -483,6 +543,7 @@ examples:
   grokkit run fig01 --preset paper          one page at the paper's scale
   grokkit run fig02 -p seed=3 --out runs/   an override, written outside the book
   grokkit run fig33 --preset paper --deadline 2h   stop cleanly after 2 hours; the same command continues
+  grokkit run fig14 --preset paper --record keep the run as the page's record in book/paper_runs/ (the book shows it)
   grokkit run all --scheduler tcp://HOST:8786   on a running Dask cluster
   grokkit status                            each page: preset, overrides, claims, up to date or not
   grokkit book                              check the pages and build the HTML
@@ -516,6 +577,11 @@ def parser() -> argparse.ArgumentParser:
                          help="stop long runs cleanly at this time, their state checkpointed, and start no notebook "
                               "after it: a duration from now (45m, 2h, 1h30m) or a time (2026-11-27T21:00); the same "
                               "command continues them (exit status 75 when some stopped)")
+    run_cli.add_argument("--record", action="store_true",
+                         help="keep each run as its page's paper-scale record in book/paper_runs/<chapter>/ (with "
+                              "--preset paper, no overrides; a page whose record is current is skipped)")
+    run_cli.add_argument("--allow-dirty", action="store_true",
+                         help="with --record: record from a checkout with uncommitted changes (listed in the record)")
     run_cli.add_argument("--timeout", type=int, default=None,
                          help=f"per-cell timeout in seconds (default: {pipeline.DEFAULT_TIMEOUT} at the quick "
                               "preset, none at the paper preset)")

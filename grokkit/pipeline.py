@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -362,6 +363,7 @@ class Task:
     cache: str | None = None
     workdir: str | None = None
     deadline: str | None = None  # $GROKKIT_DEADLINE for the kernel (grokkit.checkpoint); None: the worker's own
+    record: bool = False         # describe the worker's machine and measure the kernel's CPU time (grokkit.records)
 
 
 @dataclass
@@ -377,6 +379,9 @@ class Result:
     started_at: str
     host: str
     interrupted: bool = False
+    grokkit_sha256: str | None = None    # the worker's grokkit code (cache.source_hash)
+    machine: dict[str, Any] | None = None  # grokkit.records.machine(), for a recorded run
+    cpu_s: float | None = None            # CPU seconds of the notebook's kernel, for a recorded run
 
 
 _running = False  # whether this process is executing a task (SIGTERM then interrupts it)
@@ -447,6 +452,8 @@ def execute(task: Task) -> Result:
         os.environ[checkpoint.DEADLINE_ENV] = task.deadline
     output = workdir / "executed.ipynb"
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    code = cache.source_hash()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     start, error, interrupted = time.perf_counter(), None, False
     _running = True
     try:
@@ -466,7 +473,13 @@ def execute(task: Task) -> Result:
         _workdir = None
     result = Result(task.stem, output.read_text(encoding="utf-8") if output.is_file() else None,
                     read_json(workdir / SUMMARY_NAME), error, time.perf_counter() - start,
-                    started_at, socket.gethostname(), interrupted)
+                    started_at, socket.gethostname(), interrupted, grokkit_sha256=code)
+    if task.record:
+        from grokkit import records
+
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result.cpu_s = round(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime, 1)
+        result.machine = records.machine()
     if task.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
@@ -593,6 +606,11 @@ def publish(nb: Notebook, result: Result, root: Path, out: Path, preset: str,
                 "started_at": result.started_at, "host": result.host, "fingerprint": fp}
     if result.interrupted:
         return Outcome(nb, "interrupted", f"INTERRUPTED {nb.stem}: its page is unchanged", result.duration_s)
+    if result.grokkit_sha256 is not None and result.grokkit_sha256 != fp.get("grokkit_sha256"):
+        return Outcome(nb, "failed", f"FAILED {nb.stem}: the worker on {result.host} runs other grokkit code than "
+                                     f"this checkout (source hash {result.grokkit_sha256}, here "
+                                     f"{fp.get('grokkit_sha256')}): install this checkout's grokkit where the "
+                                     f"notebooks run, then run again; nothing was published", result.duration_s)
     if error is not None and f"raised {checkpoint.DeadlineReached.__name__}:" in error:
         saved = error.split(f"raised {checkpoint.DeadlineReached.__name__}: ", 1)[1]
         return Outcome(nb, "stopped", f"STOPPED {nb.stem} at the deadline, its page unchanged: {saved}",

@@ -328,6 +328,7 @@ class Report:
             "disagreements": [{"name": d.name, "paper": d.paper, "measured": d.measured}
                               for d in self.disagreements],
             "cache": cache.events(),
+            "kernels": cache.calls(),
             "checkpoints": checkpoint.events(),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "versions": {

@@ -14,9 +14,7 @@ from typing import Any
 
 import nbformat
 
-from grokkit import pipeline
-
-PAPER_RUNS = Path("book") / "paper_runs"   # <stem>.paper.json: records of paper-preset runs
+from grokkit import pipeline, records
 
 
 @dataclass
@@ -32,6 +30,7 @@ class Record:
     duration_s: float | None
     setup_passed: int = 0
     setup_total: int = 0
+    stale: list[str] = field(default_factory=list)  # a paper-scale record: what changed since it ran
 
     @classmethod
     def from_summary(cls, data: dict[str, Any]) -> Record:
@@ -68,6 +67,12 @@ class Totals:
     disagreements: int = 0
     pages_at_paper_scale: int = 0
     failing_pages: list[str] = field(default_factory=list)
+    # At the paper's scale: the recorded pages' claims, the pages with a failed claim, stale records.
+    paper_passed: int = 0
+    paper_claims: int = 0
+    paper_disagreements: int = 0
+    paper_failing: list[str] = field(default_factory=list)
+    paper_stale: list[str] = field(default_factory=list)
 
 
 def page_title(page: Path) -> str:
@@ -102,17 +107,31 @@ def rows(root: Path, folder: Path | None = None) -> list[Row]:
         if data.get("placeholder"):  # a page missing from `grokkit book --from`
             continue
         title = page_title(page)
-        paper = pipeline.read_json(root / PAPER_RUNS / f"{page.stem}.paper.json")
         out.append(Row(stem=page.stem, item=paper_item(title), title=title,
                        docname=f"{pipeline.GENERATED.as_posix()}/{page.parent.name}/{page.stem}",
-                       run=Record.from_summary(data),
-                       paper=Record.from_summary(paper) if paper else None))
+                       run=Record.from_summary(data), paper=paper_record(root, page.parent.name, page.stem)))
     return out
+
+
+def paper_record(root: Path, chapter: str, stem: str) -> Record | None:
+    """The page's paper-scale record (:mod:`grokkit.records`), None where it has none.
+
+    Raises ``ValueError`` for a record that does not match its page (the book refuses it), never
+    for its verdict."""
+    data = records.read(root, chapter, stem)
+    if data is None:
+        return None
+    problems = records.problems(root, chapter, stem, data)
+    if problems:
+        raise ValueError("; ".join(problems))
+    record = Record.from_summary({**data, "duration_s": (data.get("provenance") or {}).get("wall_s")})
+    record.stale = records.stale(root, data)
+    return record
 
 
 def totals(table: list[Row]) -> Totals:
     """Pages, the paper's claims passed out of the total, set-up checks passed out of theirs and
-    disagreements, summed over the rows' runs."""
+    disagreements, summed over the rows' runs; the same at the paper's scale over the records."""
     result = Totals()
     for row in table:
         result.pages += 1
@@ -121,12 +140,20 @@ def totals(table: list[Row]) -> Totals:
         result.setup_passed += row.run.setup_passed
         result.setup_checks += row.run.setup_total
         result.disagreements += len(row.run.disagreements)
-        result.pages_at_paper_scale += row.paper is not None
         if row.run.passed < row.run.total or row.run.setup_passed < row.run.setup_total:
             result.failing_pages.append(row.item)
+        if row.paper is not None:
+            result.pages_at_paper_scale += 1
+            result.paper_passed += row.paper.passed
+            result.paper_claims += row.paper.total
+            result.paper_disagreements += len(row.paper.disagreements)
+            if row.paper.passed < row.paper.total:
+                result.paper_failing.append(row.item)
+            if row.paper.stale:
+                result.paper_stale.append(row.item)
     return result
 
 
 def rerun_commands(stem: str) -> list[str]:
     """The commands that regenerate one page, at the quick and at the paper preset."""
-    return [f"grokkit run {stem} --preset quick", f"grokkit run {stem} --preset paper"]
+    return [f"grokkit run {stem} --preset quick", f"grokkit run {stem} --preset paper --record"]

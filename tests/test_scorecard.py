@@ -2,6 +2,7 @@
 summaries and pages the tests write."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sys
@@ -11,7 +12,7 @@ import nbformat
 import pytest
 from docutils import nodes
 
-from grokkit import pipeline, scorecard
+from grokkit import pipeline, records, scorecard
 
 sys.path.insert(0, str(pipeline.find_root(Path(__file__).parent) / "book" / "_ext"))
 import pages  # noqa: E402  (book/_ext/pages.py, the Sphinx extension)
@@ -81,13 +82,79 @@ def test_setup_checks_are_counted_apart_from_the_papers_claims(book: Path) -> No
     assert totals.failing_pages == ["Figure 7", "Theorem C.8"]  # a broken set-up fails its page
 
 
+def write_record(root: Path, stem: str, claims: list[bool], diffs: int = 0) -> None:
+    """A paper-scale record of ``chap/stem`` (grokkit.records), with one figure."""
+    source = root / "notebooks" / "chap" / f"{stem}.md"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(f"# {stem}\n", encoding="utf-8")
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("plot()", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/png": png})], metadata={
+            "mystnb": {"figure": {"caption": "The curves at the paper's scale."}}})])
+    summary = {"parameters": {"steps": 10**8},
+               "claims": [{"name": f"c{i}", "value": 1.5, "expected": "<= 2", "pass": ok, "kind": "claim",
+                           "where": "Section 2", "seeds": 1} for i, ok in enumerate(claims)],
+               "disagreements": [{"name": f"d{i}", "paper": "p", "measured": "m"} for i in range(diffs)]}
+    provenance = {"commit": "0123456789abcdef", "dirty_files": [], "started_at": "2026-11-27T10:00:00+00:00",
+                  "wall_s": 1449.6, "machine": {"cpu": "AMD EPYC", "cores": 2, "vector_extensions": ["avx2"]},
+                  "cached_runs": "0 of 1"}
+    records.write(root, "chap", stem, source, nbformat.writes(nb), summary, provenance)
+
+
 def test_a_paper_scale_record_is_shown_beside_the_run(book: Path) -> None:
-    (book / scorecard.PAPER_RUNS).mkdir(parents=True)
-    (book / scorecard.PAPER_RUNS / "thm-c08-memorization.paper.json").write_text(json.dumps(
-        {"preset": "paper", "duration_s": 1449.6, "claims": [{"pass": True}, {"pass": False}]}))
+    write_record(book, "thm-c08-memorization", [True, False], diffs=1)
     rows = scorecard.rows(book)
-    assert rows[1].paper is not None and (rows[1].paper.passed, rows[1].paper.total) == (1, 2)
-    assert scorecard.totals(rows).pages_at_paper_scale == 1
+    assert rows[0].paper is None
+    paper = rows[1].paper
+    assert (paper.passed, paper.total, paper.duration_s, paper.stale) == (1, 2, 1449.6, [])
+    totals = scorecard.totals(rows)
+    assert (totals.pages_at_paper_scale, totals.paper_passed, totals.paper_claims) == (1, 1, 2)
+    assert totals.paper_failing == ["Theorem C.8"] and totals.paper_disagreements == 1
+
+
+def test_a_record_that_does_not_match_its_page_fails_the_scorecard(book: Path) -> None:
+    write_record(book, "thm-c08-memorization", [True])
+    (book / records.RECORDS / "chap" / "thm-c08-memorization-1.png").write_bytes(b"other")
+    with pytest.raises(ValueError, match="does not match the SHA-256 it records"):
+        scorecard.rows(book)
+
+
+def section_text(book: Path, stem: str) -> tuple[nodes.section, str]:
+    section = pages.paper_scale_section(book, f"book/generated/chap/{stem}")
+    return section, " ".join(section.astext().split())
+
+
+def test_the_page_section_shows_a_passing_a_failing_a_stale_record_and_none(book: Path) -> None:
+    """"At the paper's scale" on four pages: a record whose claims pass, one whose claim fails (a
+    finding, shown as FAIL), one whose page changed since it ran (stale), and none."""
+    write_record(book, "fig07-coherence", [True, True])
+    section, text = section_text(book, "fig07-coherence")
+    assert text.startswith("At the paper's scale")
+    assert "The paper preset ran on 2026-11-27 on AMD EPYC, 2 cores (avx2), in 24 min" in text
+    assert "2 of its 2 claims of the paper pass." in text and "stale" not in text
+    (image,) = section.findall(nodes.image)
+    assert image["uri"] == "/book/paper_runs/chap/fig07-coherence-1.png"
+    assert "The curves at the paper's scale." in text
+    assert [row.astext().split("\n")[-1] for row in section.findall(nodes.row)][1:] == ["PASS", "PASS"]
+
+    write_record(book, "thm-c08-memorization", [True, False])
+    section, text = section_text(book, "thm-c08-memorization")
+    assert "1 of its 2 claims of the paper pass, 1 fail (a finding, not an error of the build)" in text
+    assert [row.astext().split("\n")[-1] for row in section.findall(nodes.row)][1:] == ["PASS", "FAIL"]
+
+    source = book / "notebooks" / "chap" / "fig07-coherence.md"
+    source.write_text(source.read_text() + "edited\n", encoding="utf-8")
+    section, text = section_text(book, "fig07-coherence")
+    assert next(section.findall(nodes.warning), None) is not None
+    assert "This record is stale: the page (notebooks/chap/fig07-coherence.md) was edited" in text
+
+    (book / records.RECORDS / "chap" / "fig07-coherence.json").unlink()
+    _, text = section_text(book, "fig07-coherence")
+    assert text.startswith("At the paper's scale Not yet run at the paper's scale: its cost at the paper "
+                           "preset is not measured yet.")
+    assert "grokkit run fig07-coherence --preset paper --record" in text
+    _, text = section_text(book, "fig01-generalization-time")
+    assert "its paper preset takes about 10 min on the book's 2-core CPU (projected" in text
 
 
 def test_a_page_without_its_summary_is_refused(book: Path) -> None:
@@ -132,4 +199,4 @@ def test_alt_text_is_plain() -> None:
 def test_rerun_commands() -> None:
     assert scorecard.rerun_commands("fig01-generalization-time") == [
         "grokkit run fig01-generalization-time --preset quick",
-        "grokkit run fig01-generalization-time --preset paper"]
+        "grokkit run fig01-generalization-time --preset paper --record"]

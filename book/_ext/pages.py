@@ -7,6 +7,8 @@
 * The paper's own numbers on ``sphinx-proof`` statements: the label ``thm-c-8`` numbers a
   ``{prf:theorem}`` "Theorem C.8" (and every ``{prf:ref}`` to it), instead of the book's count.
 * Alt text of figures taken from their captions, as plain text.
+* ``{paper-costs}``: the cost of each page's paper preset (``paper_costs.csv`` beside this file),
+  the one source of what the pages and the benchmarks page state.
 * Figure numbers: the book numbers the paper's figures as its submission text does; each figure
   page says the number arXiv 2506.05718 gives it, and ``{figure-numbers}`` renders the whole map
   (both from ``figure_numbers.csv`` beside this file).
@@ -26,7 +28,7 @@ from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from grokkit import pipeline, scorecard
+from grokkit import pipeline, records, scorecard
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ BASIS = {"heading": "read from the heading of the authors' code that draws it",
          "inferred": "inferred from the order and content of the authors' notebooks",
          "none": "no counterpart identified"}
 FIGURE_PAGE = re.compile(r"fig(?P<number>\d+)-")
+# A page's paper preset: its cost on the book's 2-core CPU and on one GPU where measured, in seconds,
+# and how it was measured: the one source of the costs the pages and the benchmarks page state.
+PAPER_COSTS = {row["stem"]: row for row in
+               csv.DictReader((Path(__file__).with_name("paper_costs.csv")).open(encoding="utf-8"))}
 
 GENERATED = pipeline.GENERATED.as_posix() + "/"
 # sphinx-proof's statement kinds and the label prefix that carries the paper's number.
@@ -108,7 +114,20 @@ def _count(n: int, noun: str) -> str:
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
+    if seconds >= 3 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def cost_text(stem: str) -> str:
+    """The measured cost of a page's paper preset, from :data:`PAPER_COSTS`."""
+    row = PAPER_COSTS.get(stem)
+    if row is None:
+        return "its cost at the paper preset is not measured yet"
+    gpu = f", {_duration(float(row['gpu_s']))} on one GPU" if row["gpu_s"] else ""
+    return f"its paper preset takes about {_duration(float(row['cpu_s']))} on the book's 2-core CPU{gpu} ({row['how']})"
 
 
 class ScorecardDirective(SphinxDirective):
@@ -118,8 +137,10 @@ class ScorecardDirective(SphinxDirective):
     def load(self) -> tuple[list[scorecard.Row], scorecard.Totals]:
         root = Path(self.env.srcdir)
         table = scorecard.rows(root)
-        for row in table:  # rebuild this page whenever a summary changes
+        for row in table:  # rebuild this page whenever a summary or a record changes
             self.env.note_dependency(str(root / GENERATED / f"{row.docname[len(GENERATED):]}.json"))
+            chapter, stem = row.docname[len(GENERATED):].split("/")
+            self.env.note_dependency(str(records.paths(root, chapter, stem)["summary"]))
         return table, scorecard.totals(table)
 
     def totals_paragraph(self, totals: scorecard.Totals) -> nodes.paragraph:
@@ -131,9 +152,27 @@ class ScorecardDirective(SphinxDirective):
                 f"{_count(totals.pages_at_paper_scale, 'page')} with a paper-scale record.")
         return nodes.paragraph(text=text, classes=["scorecard-totals"])
 
+    def paper_paragraph(self, table: list[scorecard.Row], totals: scorecard.Totals) -> nodes.paragraph:
+        """What holds at the paper's scale, what fails, and what is not yet run."""
+        missing = [row for row in table if row.paper is None]
+        costed = sorted((float(PAPER_COSTS[r.stem]["cpu_s"]), r.item) for r in missing if r.stem in PAPER_COSTS)
+        text = (f"At the paper's own scale, {_count(totals.pages_at_paper_scale, 'page')} of {totals.pages} "
+                f"{'has' if totals.pages_at_paper_scale == 1 else 'have'} a record: {totals.paper_passed} of "
+                f"their {_count(totals.paper_claims, 'claim')} of the paper pass")
+        text += (f"; claims fail on {', '.join(totals.paper_failing)}" if totals.paper_failing else
+                 "; none fails")
+        text += (f"; {_count(totals.paper_disagreements, 'disagreement')} with the paper"
+                 if totals.paper_disagreements else "")
+        text += (f". Stale (their page or code changed since they ran): {', '.join(totals.paper_stale)}"
+                 if totals.paper_stale else "")
+        text += (f". Not yet run: {_count(len(missing), 'page')}; the paper presets measured so far take from "
+                 f"{_duration(costed[0][0])} ({costed[0][1]}) to {_duration(costed[-1][0])} ({costed[-1][1]}) on "
+                 f"the book's 2-core CPU." if costed else f". Not yet run: {_count(len(missing), 'page')}.")
+        return nodes.paragraph(text=text, classes=["paper-scale-totals"])
+
 
 class Scorecard(ScorecardDirective):
-    """``{scorecard}``: the totals, then one row per page."""
+    """``{scorecard}``: the totals at both scales, then one row per page."""
 
     def run(self) -> list[nodes.Node]:
         table, totals = self.load()
@@ -143,14 +182,23 @@ class Scorecard(ScorecardDirective):
             claims = nodes.paragraph(text=f"{row.run.passed}/{row.run.total}{setup} ({row.run.preset}, "
                                           f"{_duration(row.run.duration_s)})")
             if row.paper is not None:
-                claims += nodes.Text(f"; {row.paper.passed}/{row.paper.total} "
-                                     f"({row.paper.preset}, {_duration(row.paper.duration_s)})")
+                stale = " stale" if row.paper.stale else ""
+                paper = nodes.paragraph(text=f"{row.paper.passed}/{row.paper.total}{stale} "
+                                             f"({_duration(row.paper.duration_s)})"
+                                             + (f"; {len(row.paper.disagreements)} disagreement(s)"
+                                                if row.paper.disagreements else ""))
+            else:
+                cost = PAPER_COSTS.get(row.stem)
+                paper = nodes.paragraph(text="not yet run" + (f" (about {_duration(float(cost['cpu_s']))} on 2 CPU cores)"
+                                                              if cost else ""))
             diffs = nodes.bullet_list() if row.run.disagreements else nodes.paragraph(text="none")
             for text in row.run.disagreements:
                 diffs += nodes.list_item("", nodes.paragraph(text=text))
-            body.append([_doc_link(row.docname, row.item, self.env.docname), claims, diffs])
-        header = ["Page", "Claims pass (preset, run time)", "Disagreements with the paper"]
-        return [self.totals_paragraph(totals), _table(header, body, [18, 27, 55], ["scorecard"])]
+            body.append([_doc_link(row.docname, row.item, self.env.docname), claims, paper, diffs])
+        header = ["Page", "Quick: claims pass (run time)", "Paper's scale: claims pass (run time)",
+                  "Disagreements with the paper"]
+        return [self.totals_paragraph(totals), self.paper_paragraph(table, totals),
+                _table(header, body, [15, 22, 23, 40], ["scorecard"])]
 
 
 class ScorecardTotals(ScorecardDirective):
@@ -159,13 +207,93 @@ class ScorecardTotals(ScorecardDirective):
     option_spec = {"link": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        _, totals = self.load()
+        table, totals = self.load()
         paragraph = self.totals_paragraph(totals)
         if "link" in self.options:
             paragraph += nodes.Text(" Every page's row: ")
             paragraph += _doc_link(self.options["link"], "the scorecard", self.env.docname).children[0]
             paragraph += nodes.Text(".")
-        return [paragraph]
+        return [paragraph, self.paper_paragraph(table, totals)]
+
+
+def _claims_table(data: dict[str, Any]) -> nodes.table:
+    """A record's claims (PASS/FAIL), disagreements (DIFF) and set-up checks (OK/BROKEN)."""
+    def measured(c: dict[str, Any]) -> str:
+        value = c.get("value")
+        text = "None" if value is None else (f"{value:.3g}" if isinstance(value, float) else str(value))
+        return text if c.get("seeds", 1) == 1 else f"worst of {c['seeds']} seeds: {text}"
+
+    claims = [c for c in data.get("claims", []) if c.get("kind", "claim") == "claim"]
+    setup = [c for c in data.get("claims", []) if c.get("kind", "claim") != "claim"]
+    body = ([[c["name"] + (f" ({c['where']})" if c.get("where") else ""), measured(c), c.get("expected", ""),
+              "PASS" if c.get("pass") else "FAIL"] for c in claims]
+            + [[d["name"], d["measured"], d["paper"], "DIFF"] for d in data.get("disagreements", [])]
+            + [["set-up: " + c["name"], measured(c), c.get("expected", ""), "OK" if c.get("pass") else "BROKEN"]
+               for c in setup])
+    return _table(["claim", "measured", "paper", "verdict"], body, [40, 20, 25, 15], ["claims", "paper-scale"])
+
+
+def _machine(provenance: dict[str, Any]) -> str:
+    m = provenance.get("machine") or {}
+    gpu = m.get("gpu") or {}
+    if gpu:
+        return f"one {gpu.get('name')} (driver {gpu.get('driver') or '?'}) beside {m.get('cpu', 'a CPU')}"
+    if m.get("cpu"):
+        return f"{m['cpu']}, {m.get('cores', '?')} cores ({', '.join(m.get('vector_extensions', [])) or 'no vector extensions listed'})"
+    device = m.get("device")
+    return {"cuda": "a GPU (not recorded which)", "cpu": "a CPU (not recorded which)"}.get(device, "a machine not recorded")
+
+
+def paper_scale_section(root: Path, docname: str) -> nodes.section:
+    """"At the paper's scale": a page's record (its figures, claims table, machine, date and
+    duration, and whether it is stale), or, with none yet, what its paper preset costs."""
+    chapter, stem = docname[len(GENERATED):].split("/")
+    section = nodes.section(ids=["at-the-paper-s-scale"], classes=["paper-scale"])
+    section += nodes.title(text="At the paper's scale")
+    data = records.read(root, chapter, stem)
+    command = f"grokkit run {stem} --preset paper --record"
+    if data is None:
+        para = nodes.paragraph(text=f"Not yet run at the paper's scale: {cost_text(stem)}. This records it: ")
+        para += nodes.literal(text=command)
+        section += para
+        return section
+    problems = records.problems(root, chapter, stem, data)
+    if problems:
+        raise ValueError("; ".join(problems))
+    prov, verdict = data.get("provenance") or {}, records.verdict(data)
+    stale = records.stale(root, data)
+    if stale:
+        warning = nodes.warning()
+        para = nodes.paragraph(text=f"This record is stale: {'; '.join(stale)}. It is shown as it ran; ")
+        para += nodes.literal(text=command)
+        para += nodes.Text(" replaces it.")
+        warning += para
+        section += warning
+    commit = str(prov.get("commit", "not recorded"))
+    dirty = prov.get("dirty_files")
+    dirty_text = (f", with uncommitted changes to {', '.join(dirty)}" if isinstance(dirty, list) and dirty else
+                  f" ({dirty})" if isinstance(dirty, str) else "")
+    when = str(prov.get("started_at") or "an unrecorded date")[:10]
+    outcome = (f"{verdict['passed']} of its {verdict['total']} claims of the paper pass"
+               + (f", {verdict['total'] - verdict['passed']} fail (a finding, not an error of the build)"
+                  if verdict["passed"] < verdict["total"] else "")
+               + (f"; {verdict['disagreements']} disagreement(s) with the paper" if verdict["disagreements"] else ""))
+    text = (f"The paper preset ran on {when} on {_machine(prov)}, in {_duration(prov.get('wall_s'))}"
+            f" (commit {commit[:10]}{dirty_text}; cached runs: {prov.get('cached_runs', 'not recorded')}). "
+            f"{outcome}.")
+    if prov.get("converted_from"):
+        text += (f" The record was converted from {prov['converted_from']}: what that format did not keep "
+                 f"(the executed notebook, the machine's details) is marked as not recorded.")
+    section += nodes.paragraph(text=text, classes=["paper-scale-summary"])
+    for figure in (data.get("files") or {}).get("figures", []):
+        node = nodes.figure()
+        node += nodes.image(uri=f"/{records.RECORDS.as_posix()}/{chapter}/{figure['file']}",
+                            alt=figure.get("caption") or f"{stem} at the paper's scale")
+        if figure.get("caption"):
+            node += nodes.caption(text=figure["caption"])
+        section += node
+    section += _claims_table(data)
+    return section
 
 
 def _download(path: str, text: str, docname: str) -> addnodes.download_reference:
@@ -224,6 +352,16 @@ def on_doctree_read(app: Any, doctree: nodes.document) -> None:
             note = arxiv_note(docname)
             if note is not None:
                 section.insert(1, note)
+            root = Path(app.env.srcdir)
+            chapter, stem = docname[len(GENERATED):].split("/")
+            app.env.note_dependency(str(records.paths(root, chapter, stem)["summary"]))
+            claims = next((i for i, child in enumerate(section.children) if isinstance(child, nodes.section)
+                           and child.next_node(nodes.title).astext().strip().startswith("Claims")), None)
+            paper = paper_scale_section(root, docname)
+            if claims is None:
+                section += paper
+            else:
+                section.insert(claims + 1, paper)
 
 
 def arxiv_note(docname: str) -> nodes.paragraph | None:
@@ -251,8 +389,19 @@ class FigureNumbers(SphinxDirective):
                        [20, 30, 50], ["figure-numbers"])]
 
 
+class PaperCosts(SphinxDirective):
+    """``{paper-costs}``: every measured cost of a page's paper preset, as the pages state it."""
+
+    def run(self) -> list[nodes.Node]:
+        body = [[stem, _duration(float(row["cpu_s"])), _duration(float(row["gpu_s"])) if row["gpu_s"] else "—",
+                 row["how"]] for stem, row in PAPER_COSTS.items()]
+        return [_table(["page", "2-core CPU", "one GPU", "how it was measured"], body, [30, 12, 12, 46],
+                       ["paper-costs"])]
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("figure-numbers", FigureNumbers)
+    app.add_directive("paper-costs", PaperCosts)
     app.add_directive("scorecard", Scorecard)
     app.add_directive("scorecard-totals", ScorecardTotals)
     # Before Sphinx's download collector (priority 500) reads the download nodes of the box.
