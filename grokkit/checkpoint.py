@@ -48,6 +48,9 @@ ENV = "GROKKIT_CHECKPOINTS"
 DEADLINE_ENV = "GROKKIT_DEADLINE"
 EVERY_ENV = "GROKKIT_CHECKPOINT_EVERY"
 EVERY_S = 600.0
+# The page and preset whose run a checkpoint belongs to ("fig33-...:paper"), set by `grokkit run`
+# for its kernels: the book says how far a paper-preset run in progress has come.
+PAGE_ENV = "GROKKIT_PAGE"
 FORMAT = 1  # the layout of a saved state: raise it when the loop saves other things
 SUFFIX = ".ckpt"
 _STARTED = time.time()  # a deadline given as a duration counts from the start of the process
@@ -340,6 +343,7 @@ class Checkpoint:
         """Write ``state`` (step ``t`` of ``steps``) beside the checkpoint, then rename it into place."""
         payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         head = {"format": FORMAT, "label": self.label, "t": t, "steps": steps, "code": self.code,
+                "page": os.environ.get(PAGE_ENV) or None,
                 "bytes": len(payload), "sha256": _digest(payload), "payload": payload,
                 "saved": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -365,7 +369,7 @@ def listing(base: Path | None = None) -> list[dict[str, Any]]:
         try:
             with open(path, "rb") as fh:
                 head = pickle.load(fh)
-            rows.append({"path": str(path), "label": head.get("label"), "t": head.get("t"),
+            rows.append({"path": str(path), "label": head.get("label"), "t": head.get("t"), "page": head.get("page"),
                          "steps": head.get("steps"), "bytes": path.stat().st_size, "saved": head.get("saved")})
         except (OSError, EOFError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as err:
             rows.append({"path": str(path), "label": None, "error": f"unreadable ({type(err).__name__})"})

@@ -450,6 +450,7 @@ def execute(task: Task) -> Result:
             os.environ.pop(cache.ENV, None)
     if task.deadline is not None:
         os.environ[checkpoint.DEADLINE_ENV] = task.deadline
+    os.environ[checkpoint.PAGE_ENV] = f"{task.stem}:{task.preset}"
     output = workdir / "executed.ipynb"
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     code = cache.source_hash()

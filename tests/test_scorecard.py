@@ -200,3 +200,20 @@ def test_rerun_commands() -> None:
     assert scorecard.rerun_commands("fig01-generalization-time") == [
         "grokkit run fig01-generalization-time --preset quick",
         "grokkit run fig01-generalization-time --preset paper --record"]
+
+
+def test_a_page_without_a_record_says_how_far_its_checkpointed_run_has_come(book: Path, monkeypatch) -> None:
+    from grokkit import checkpoint
+
+    monkeypatch.setenv(checkpoint.ENV, str(book / "checkpoints"))
+    monkeypatch.setenv(checkpoint.PAGE_ENV, "fig07-coherence:paper")
+    with checkpoint.scope("grokkit.kernels.sparse.subgradient", "abc", None):
+        checkpoint.Checkpoint("subgradient, 40 configurations", ()).save({"x": 1}, t=500, steps=1000)
+    _, text = section_text(book, "fig07-coherence")
+    assert ("A run of its paper preset is under way on this machine, checkpointed: subgradient, 40 "
+            "configurations at step 500 of 1,000 (50%)") in text
+    monkeypatch.setenv(checkpoint.PAGE_ENV, "fig07-coherence:quick")  # a quick run's checkpoint is not shown
+    (book / "checkpoints").rename(book / "old")
+    with checkpoint.scope("grokkit.kernels.sparse.subgradient", "abc", None):
+        checkpoint.Checkpoint("subgradient", ()).save({"x": 1}, t=5, steps=10)
+    assert "under way" not in section_text(book, "fig07-coherence")[1]

@@ -28,7 +28,7 @@ from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from grokkit import pipeline, records, scorecard
+from grokkit import checkpoint, pipeline, records, scorecard
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +244,19 @@ def _machine(provenance: dict[str, Any]) -> str:
     return {"cuda": "a GPU (not recorded which)", "cpu": "a CPU (not recorded which)"}.get(device, "a machine not recorded")
 
 
+def in_progress(root: Path, stem: str) -> str | None:
+    """How far the checkpoints of a paper-preset run of ``stem`` on this machine have come (a run
+    stopped at a deadline, or still running), or None."""
+    base = checkpoint.folder() or root / ".cache" / "checkpoints"
+    rows = [row for row in checkpoint.listing(base) if row.get("page") == f"{stem}:paper" and row.get("steps")]
+    if not rows:
+        return None
+    runs = "; ".join(f"{row['label']} at step {row['t']:,} of {row['steps']:,} ({row['t'] / row['steps']:.0%}), "
+                     f"saved {row['saved']}" for row in rows)
+    return (f"A run of its paper preset is under way on this machine, checkpointed: {runs}. The same "
+            f"command continues it.")
+
+
 def paper_scale_section(root: Path, docname: str) -> nodes.section:
     """"At the paper's scale": a page's record (its figures, claims table, machine, date and
     duration, and whether it is stale), or, with none yet, what its paper preset costs."""
@@ -256,6 +269,9 @@ def paper_scale_section(root: Path, docname: str) -> nodes.section:
         para = nodes.paragraph(text=f"Not yet run at the paper's scale: {cost_text(stem)}. This records it: ")
         para += nodes.literal(text=command)
         section += para
+        progress = in_progress(root, stem)
+        if progress:
+            section += nodes.paragraph(text=progress, classes=["paper-scale-progress"])
         return section
     problems = records.problems(root, chapter, stem, data)
     if problems:
