@@ -15,11 +15,16 @@
 #   paper.txt          the paper presets of the pages named by $PAGES (default: Figures 1 and 53;
 #                      benchmarks/run_page.py, at most $PAGE_LIMIT seconds each), and one JSON
 #                      summary each: <stem>.paper.json; progress.json: how far the last page got
+#   paper_runs.tar.gz  the pages' paper-scale records (grokkit.records), those that finished: unpack
+#                      at the repository root (tar xzf paper_runs.tar.gz) and commit them. The copy
+#                      on the GPU machine has no git history: pass the commit that runs,
+#                      GROKKIT_COMMIT=$(git rev-parse HEAD), from a committed checkout.
 # Installs nothing. Every part has a timeout and the next part runs whatever the previous one did.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
+START=$(mktemp)  # records newer than this are this run's
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 unset GROKKIT_CACHE          # no result cache: every kernel runs
 unset GROKKIT_PROGRESS   # no progress file
@@ -79,8 +84,13 @@ fi
 for page in ${PAGES:-notebooks/sparse_recovery/fig01-generalization-time.md notebooks/neural_networks/fig53-mlp-modular-addition-nuclear.md}; do
     stem=$(basename "$page" .md)
     GROKKIT_PROGRESS="$OUT/progress.json" part "$stem (paper)" "${PAGE_LIMIT:-120}" "$OUT/paper.txt" \
-        $PY benchmarks/run_page.py "$page" --preset paper --summary "$OUT/$stem.paper.json"
+        $PY benchmarks/run_page.py "$page" --preset paper --record --summary "$OUT/$stem.paper.json"
 done
+records=$(ls book/paper_runs/*/*.json 2>/dev/null | while read -r f; do
+    [ "$f" -nt "$START" ] && echo "${f%.json}"; done)
+if [ -n "$records" ]; then
+    tar czf "$OUT/paper_runs.tar.gz" $(for r in $records; do ls "$r".json "$r".ipynb "$r"-*.png 2>/dev/null; done)
+fi
 
 echo "done: $OUT"
 ls -l "$OUT"

@@ -49,7 +49,7 @@ def paper_preset(cells) -> dict:
     """The page's ``PRESETS["paper"]``, read from its code (a dict of literals and ``dict(...)``)."""
     import numpy as np
 
-    for _, source in cells:
+    for _, source, _ in cells:
         for node in ast.walk(ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith("%")))):
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PRESETS" for t in node.targets):
                 return eval(compile(ast.Expression(node.value), "PRESETS", "eval"), {"dict": dict, "np": np})["paper"]
@@ -87,7 +87,7 @@ def project(page: Path, fraction: float) -> dict:
     for module in [m for m in list(sys.modules.values()) if getattr(m, "run", None) is original]:
         module.run = timed
     try:
-        for tags, source in cells:
+        for tags, source, _ in cells:
             source = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
             try:
                 exec(compile(source, str(page), "exec"), namespace)
