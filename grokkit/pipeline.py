@@ -744,10 +744,20 @@ def page_status(out: Path, nb: Notebook) -> dict[str, Any]:
 def page_problems(root: Path, folder: Path | None = None, *, missing_ok: bool = False) -> list[str]:
     """Why the book cannot be built from ``folder``: missing pages (unless ``missing_ok``), pages
     without a matching complete summary (an interrupted or hand-edited run), error outputs,
-    papermill error cells."""
+    papermill error cells, and paper-scale records that do not match their page
+    (:func:`grokkit.records.problems`; never a record's verdict)."""
+    from grokkit import records
+
     problems = []
     for page in generated_pages(root, folder):
         label = relative(page, root)
+        try:
+            record = records.read(root, page.parent.name, page.stem)
+        except records.RecordError as err:
+            problems.append(str(err))
+        else:
+            if record is not None:
+                problems += records.problems(root, page.parent.name, page.stem, record)
         if not page.is_file():
             if not missing_ok:
                 problems.append(f"{label} is missing: run `grokkit run all` first")

@@ -201,3 +201,11 @@ def test_records_in_the_repository_read_back() -> None:
         data = records.read(root, path.parent.name, path.stem)
         assert records.problems(root, path.parent.name, path.stem, data) == [], path
         assert json.loads(path.read_text(encoding="utf-8"))["format"] == records.FORMAT
+
+
+def test_grokkit_book_refuses_a_record_that_does_not_match_its_page(recorded: Path) -> None:
+    assert cli.main(["run", "fig07-tiny"]) == 0  # the quick page the book is built from
+    assert pipeline.page_problems(recorded) == []
+    (recorded / records.RECORDS / "demo" / "fig07-tiny-1.png").write_bytes(b"altered")
+    assert pipeline.page_problems(recorded) == [
+        "book/paper_runs/demo/fig07-tiny.json: its file fig07-tiny-1.png does not match the SHA-256 it records"]
