@@ -321,3 +321,27 @@ def test_checks_run_before_any_draw(monkeypatch):
         data.matrix.problem(tau=2.0)
     with pytest.raises(ValueError, match="snr"):
         data.matrix.problem(snr=-1.0)
+
+
+def test_stack_puts_each_seeds_problem_on_its_configurations():
+    problems = [data.matrix.problem(6, 5, 2, 12, seed=s) for s in (3, 4)]
+    batch = data.matrix.stack(problems, [0, 0, 1])
+    assert batch["operator"].shape == (3, 6, 5) and batch["operator"].dtype == bool
+    assert batch["y"].shape == (3, 12) and batch["A_star"].shape == (3, 6, 5)
+    np.testing.assert_array_equal(batch["operator"][2], problems[1].mask)
+    np.testing.assert_array_equal(batch["y"][1], problems[0].y)
+    np.testing.assert_array_equal(data.matrix.stack(problems)["A_star"][1], problems[1].A_star)
+    sensing = data.matrix.stack([data.matrix.problem(4, 3, 1, 7, kind="sensing", seed=s) for s in (0, 1)])
+    assert sensing["operator"].shape == (2, 7, 12)
+
+
+@pytest.mark.parametrize("problems, index", [
+    ([], None),
+    ("abc", None),
+    ([data.matrix.problem(6, 5, 2, 12, seed=0), data.matrix.problem(6, 5, 2, 13, seed=1)], None),
+    ([data.matrix.problem(6, 5, 2, 12, seed=0)], [1]),
+    ([data.matrix.problem(6, 5, 2, 12, seed=0)], [0.5]),
+])
+def test_stack_checks_its_arguments(problems, index):
+    with pytest.raises(ValueError):
+        data.matrix.stack(problems, index)

@@ -80,6 +80,33 @@ def test_row_space_memorization_time_against_numpy_and_on_a_stack():
     assert theory.sparse.row_space_memorization_time(problems[0].X, problems[0].y, b1, 0.1, 1e-5) > alone[0]
 
 
+def _t1_authors(X, y, b1, alpha, beta1, beta2=0.0):
+    """The authors' t_1_approx (compressed_sensing.ipynb, the summaries of the s x N sweeps), as they write it."""
+    n = X.shape[1]
+    _, Sigma, _ = np.linalg.svd(X.T @ X, full_matrices=True)
+    r = np.linalg.matrix_rank(X.T @ X)
+    rho = np.max(1 - alpha * (Sigma[:r] + beta2))
+    a_LS = np.linalg.pinv(X.T @ X + beta2 * np.eye(n)) @ X.T @ y
+    return -np.log(1 + (1 - rho) * np.linalg.norm(b1 - a_LS, ord=2) / (alpha * beta1)) / np.log(rho)
+
+
+def test_code_memorization_time_is_the_authors_formula_and_above_the_theorems():
+    problems, _ = data.sparse.sn_problems(40, [2, 5], [8, 20, 30], variance="1/N", seed=3, x_seed=4)
+    b1 = gk.kernels.initial_point(40, 1e-2, "random", 1)
+    alone = [theory.sparse.code_memorization_time(q.X, q.y, b1, 0.1, 1e-3) for q in problems]
+    np.testing.assert_allclose(alone, [_t1_authors(q.X, q.y, b1, 0.1, 1e-3) for q in problems], rtol=1e-9)
+    X, y, _ = data.sparse.stack_problems(problems)  # zero rows change nothing
+    np.testing.assert_allclose(theory.sparse.code_memorization_time(X, y, b1, 0.1, 1e-3), alone, rtol=1e-12)
+    # without n^{1/2} the authors' version lies above Theorem C.8's (same rho here: alpha lambda_max < 1)
+    theorem = theory.sparse.row_space_memorization_time(X, y, b1, 0.1, 1e-3)
+    assert np.all(np.asarray(alone) > theorem - 1)
+    assert theory.sparse.code_memorization_time(X[0], y[0], b1, 0.1, 0.0) == math.inf
+    with pytest.raises(ValueError, match="X, y and b1 must have shapes"):
+        theory.sparse.code_memorization_time(X[0], y[0][:3], b1, 0.1, 1e-3)
+    with pytest.raises(ValueError, match=r"alpha must be in \(0.0, inf\), got 0.0"):
+        theory.sparse.code_memorization_time(X[0], y[0], b1, 0.0, 1e-3)
+
+
 def test_row_space_memorization_time_refuses_bad_input():
     q = data.sparse.problem(20, 3, 10)
     b1 = np.zeros(20)

@@ -552,3 +552,31 @@ def problem(n1: int = 10, n2: int = 10, r: int = 2, N: int = 80, *, kind: str = 
                          X1=X1, X2=X2, tau=tau, generator=generator, seed=seed)
 
 
+
+
+def stack(problems, index=None) -> dict[str, np.ndarray]:
+    r"""The operators, measurements and ground truths of several problems (one per seed, of one
+    kind, shape and N) on a leading configuration axis, as the batched matrix kernels take them:
+    ``kernels.matrix.subgradient(**stack(problems, index), shape=(n1, n2), alpha=…, …)``.
+
+    ``index`` (G,) integers: configuration g gets ``problems[index[g]]``; None: each problem once.
+    Returns ``operator`` (the masks (G, n1, n2), or the sensing X (G, N, n1·n2)), ``y`` (G, N) and
+    ``A_star`` (G, n1, n2). ``ValueError`` for an empty list, problems that differ in kind, shape or
+    N, or an index out of range.
+    """
+    problems = list(problems)
+    if not problems or not all(isinstance(q, Problem) for q in problems):
+        raise ValueError(f"problems must be a non-empty sequence of Problem, got {show(problems)}")
+    first = problems[0]
+    for q in problems[1:]:
+        if (q.kind, q.A_star.shape, q.N) != (first.kind, first.A_star.shape, first.N):
+            raise ValueError(f"problems must share kind, shape and N, got {(first.kind, first.A_star.shape, first.N)} "
+                             f"and {(q.kind, q.A_star.shape, q.N)}")
+    index = np.arange(len(problems)) if index is None else np.asarray(index)
+    if index.ndim != 1 or index.size == 0 or not np.issubdtype(index.dtype, np.integer) \
+            or index.min() < 0 or index.max() >= len(problems):
+        raise ValueError(f"index must be a non-empty 1-d array of integers in [0, {len(problems) - 1}], "
+                         f"got {show(index.tolist())}")
+    operator = [q.mask if q.kind == "completion" else q.X for q in problems]
+    return {"operator": np.stack(operator)[index], "y": np.stack([q.y for q in problems])[index],
+            "A_star": np.stack([q.A_star for q in problems])[index]}

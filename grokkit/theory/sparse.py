@@ -119,7 +119,8 @@ def null_space_energy(X, b, tol: float = 1e-10) -> np.ndarray:
     tol = check_range("tol", tol, 0.0, 1.0, closed="left")
     _, sv, Vt = np.linalg.svd(X, full_matrices=False)
     keep = sv > tol * sv[..., :1]
-    return np.sum(b**2) - np.sum(np.where(keep, Vt @ b, 0.0) ** 2, axis=-1)
+    inside = np.einsum("...kn,...k->...n", Vt, np.where(keep, Vt @ b, 0.0))   # VV^T b
+    return np.sum((b - inside) ** 2, axis=-1)   # the residual's norm: never below 0 by rounding
 
 
 def _inputs(X, y, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -232,6 +233,41 @@ def row_space_memorization_time(X, y, b1, alpha, beta1, beta2=0.0):
                             rho_range(Xg, alpha, beta2))
           for Xg, yg in zip(X.reshape(-1, *X.shape[-2:]), y.reshape(-1, y.shape[-1]))]
     return float(t1[0]) if X.ndim == 2 else np.array(t1, dtype=float)
+
+
+def code_memorization_time(X, y, b1, alpha, beta1, beta2=0.0, tol: float = 1e-10):
+    r"""The memorization time that the authors' code draws beside the measured :math:`t_1` in the
+    summaries of the s × N sweeps (``compressed_sensing.ipynb``, the cells that compute ``t_1_approx``
+    for Figures 14, 16, 18, 20, 22 and 24):
+
+    .. math:: -\ln\!\big(1 + (1-\rho)\|b^{(1)} - \hat b\|_2/(\alpha\beta_1)\big)\big/\ln\rho,
+              \qquad \rho = 1 - \alpha(\lambda^+_{\min} + \beta_2),
+
+    :math:`\lambda^+_{\min}` the smallest nonzero eigenvalue of :math:`\tilde X^\top\tilde X` and
+    :math:`\hat b` the least-squares solution for ``beta2``: Theorem C.8's formula without its
+    :math:`n^{1/p}`, without the ceiling, on the whole vector, with :math:`1 - \alpha\lambda^+_{\min}`
+    in place of :math:`\rho_r` (equal to it when :math:`\alpha(\lambda_{\min}^+ + \lambda_\max) \le 2`).
+    It is :math:`\ln(\sqrt n)/(-\ln\rho)` steps or more above :func:`row_space_memorization_time`
+    when the two ρ agree. Shapes and checks as :func:`row_space_memorization_time`; infinite where
+    :math:`\rho \notin (0, 1)` or :math:`\beta_1 = 0`."""
+    X, y, b1 = np.asarray(X, dtype=float), np.asarray(y, dtype=float), np.asarray(b1, dtype=float)
+    if X.ndim not in (2, 3) or y.shape != X.shape[:-1] or b1.shape != X.shape[-1:]:
+        raise ValueError(f"X, y and b1 must have shapes (N, n), (N,) and (n,), or (G, N, n), (G, N) and (n,), "
+                         f"got {X.shape}, {y.shape} and {b1.shape}")
+    for name, a in (("X", X), ("y", y), ("b1", b1)):
+        check_finite(name, a)
+    alpha = check_range("alpha", alpha, 0.0, closed="neither")
+    beta1 = check_range("beta1", beta1, 0.0, closed="left")
+    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    tol = check_range("tol", tol, 0.0, 1.0, closed="left")
+    out = []
+    for Xg, yg in zip(X.reshape(-1, *X.shape[-2:]), y.reshape(-1, y.shape[-1])):
+        lam = eigenvalues(Xg)
+        r = 1.0 - alpha * (lam[lam > tol * lam[0]].min() + beta2)
+        dist0 = np.linalg.norm(b1 - least_squares(Xg, yg, beta2))
+        ok = 0.0 < r < 1.0 and beta1 > 0.0
+        out.append(-math.log1p((1.0 - r) * dist0 / (alpha * beta1)) / math.log(r) if ok else math.inf)
+    return out[0] if X.ndim == 2 else np.array(out, dtype=float)
 
 
 def distance_bound(dist0, n: int, alpha, beta1, rho_p, t, p: float = 2):
