@@ -147,6 +147,84 @@ def test_lstm_batched_equals_torch_adam(sequences, penalty):
                                  batch_size=None)
 
 
+
+SEED_CASES = {  # (task of a seed, model of a seed, penalty, batch size, steps)
+    "student-l1": (lambda s: gk.data.nets.teacher_student(8, 20, 2, 24, 30, seed=s),
+                   lambda s: nets.TwoLayerMLP(8, 20, 2, seed=s), "l1", 8, 60),
+    "student-sobolev": (lambda s: gk.data.nets.teacher_student(6, 10, 2, 12, 20, seed=s),
+                        lambda s: nets.TwoLayerMLP(6, 10, 2, seed=s), "sobolev", None, 40),
+    "student-nuclear": (lambda s: gk.data.nets.teacher_student(8, 20, 2, 24, 30, seed=s),
+                        lambda s: nets.TwoLayerMLP(8, 20, 2, seed=s), "nuclear", None, 40),
+    "digits-l2": (lambda s: gk.data.nets.modular_addition(7, 0.5, seed=s),
+                  lambda s: nets.TwoLayerMLP(14, 16, 7, seed=s), "l2", 10, 60),
+    "mlp-l2": (lambda s: gk.data.nets.modular_addition(7, 0.5, seed=s),
+               lambda s: nets.MatrixProductMLP(7, 16, seed=s), "l2", 10, 60),
+    "lstm-l1": (lambda s: gk.data.nets.modular_addition(7, 0.5, encoding="sequence", seed=s),
+                lambda s: nets.LSTMClassifier(9, 7, 6, 8, seed=s), "l1", 10, 40),
+}
+
+
+@pytest.mark.parametrize("chunk", [None, 1])
+@pytest.mark.parametrize("case", list(SEED_CASES))
+def test_seeds_in_one_batch_equal_each_seed_alone(case, chunk, monkeypatch):
+    """Three (task, model) seeds as extra configurations of one run: each configuration's
+    weights and curves are those of its seed trained alone (float32 rounding apart), in chunks of
+    one configuration too (the CPU's closed-form path)."""
+    if chunk is not None:
+        if SEED_CASES[case][2] not in nets.CLOSED_FORM or "student" not in case and "digits" not in case:
+            pytest.skip("chunks only for the closed-form gradients")
+        monkeypatch.setattr(nets, "CPU_CHUNK", chunk)
+    make_task, make_model, penalty, batch_size, steps = SEED_CASES[case]
+    seeds, alpha, beta = [0, 3, 5], [1e-2, 3e-3], [1e-3, 1e-4]
+    kw = dict(alpha=alpha, beta=beta, steps=steps, batch_size=batch_size, seed=2, dense=5, per_decade=10,
+              device="cpu", progress=False)
+    both = nets.train([make_task(s) for s in seeds], [make_model(s) for s in seeds], penalty, **kw)
+    assert both.config["k"].tolist() == [0, 0, 1, 1, 2, 2] and len(both) == 6
+    np.testing.assert_array_equal(both.config["alpha"], np.tile(alpha, 3))
+    for k, s in enumerate(seeds):
+        alone = nets.train(make_task(s), make_model(s), penalty, **kw)
+        rows = slice(2 * k, 2 * k + 2)
+        scale = np.abs(alone.params_final).max()
+        np.testing.assert_allclose(both.params_final[rows], alone.params_final, rtol=0, atol=2e-5 * scale)
+        for curve in ("train_loss", "test_loss", "l1"):
+            np.testing.assert_allclose(getattr(both, curve)[rows], getattr(alone, curve), rtol=2e-4, atol=1e-6)
+        if alone.test_accuracy[0, 0] == alone.test_accuracy[0, 0]:  # classification
+            assert np.abs(both.test_accuracy[rows] - alone.test_accuracy).max() <= 0.05
+    assert not np.allclose(both.params_final[0], both.params_final[2])  # the seeds differ
+
+
+def test_one_task_shared_by_the_models_of_several_seeds(teacher):
+    models = [nets.TwoLayerMLP(8, 20, 2, seed=s) for s in (0, 1)]
+    both = nets.train(teacher, models, "l2", alpha=1e-2, beta=1e-3, steps=20, device="cpu", progress=False)
+    alone = nets.train(teacher, models[1], "l2", alpha=1e-2, beta=1e-3, steps=20, device="cpu", progress=False)
+    np.testing.assert_allclose(both.params_final[1], alone.params_final[0], rtol=0, atol=1e-6)
+
+
+
+def test_a_diverging_configuration_of_one_seed_leaves_the_others(teacher):
+    """The loop drops a diverged configuration with its row of the stacked tasks (Setup.select)."""
+    tasks = [gk.data.nets.teacher_student(8, 20, 2, 24, 30, seed=s) for s in (0, 1)]
+    models = [nets.TwoLayerMLP(8, 20, 2, seed=s) for s in (0, 1)]
+    with pytest.warns(RuntimeWarning, match=r"2 configuration\(s\) diverged"):
+        both = nets.train(tasks, models, "l1", alpha=[1e30, 1e-2], beta=1e-3, steps=100, device="cpu",
+                          progress=False)
+    alone = nets.train(tasks[1], models[1], "l1", alpha=1e-2, beta=1e-3, steps=100, device="cpu", progress=False)
+    assert both.diverged.tolist() == [True, False, True, False]  # alpha = 1e30 of each seed
+    np.testing.assert_allclose(both.params_final[3], alone.params_final[0], rtol=0, atol=1e-6)
+
+@pytest.mark.parametrize("tasks, models, message", [
+    (lambda: [gk.data.nets.teacher_student(8, 20, 2, 24, 30, seed=s) for s in (0, 1)],
+     lambda: [nets.TwoLayerMLP(8, 20, 2, seed=s) for s in (0, 1, 2)], r"lists of one length S .*2 task\(s\) and 3"),
+    (lambda: [gk.data.nets.teacher_student(8, 20, 2, 24, 30), gk.data.nets.teacher_student(8, 20, 2, 25, 30)],
+     lambda: nets.TwoLayerMLP(8, 20, 2), r"one kind and shape: task 1"),
+    (lambda: gk.data.nets.teacher_student(8, 20, 2, 24, 30),
+     lambda: [nets.TwoLayerMLP(8, 20, 2), nets.TwoLayerMLP(8, 21, 2)], r"one architecture: model 1"),
+])
+def test_seeds_of_different_shapes_are_refused(monkeypatch, tasks, models, message):
+    monkeypatch.setattr(nets, "run", lambda *a, **k: pytest.fail("computed before refusing"))
+    with pytest.raises(ValueError, match=message):
+        nets.train(tasks(), models(), "l1", alpha=1e-3, beta=1e-3, steps=10)
+
 def test_adam_step_is_torch_adam_with_a_rate_per_configuration():
     g = torch.Generator().manual_seed(0)
     p0, grads = torch.randn(3, 4, 5, generator=g), [torch.randn(3, 4, 5, generator=g) for _ in range(4)]
@@ -310,3 +388,26 @@ def test_lstm_classifier_is_torch_lstm_with_a_linear_readout():
         reference.bias_hh_l0.zero_()
         _, (h, _) = reference(model.embed[tokens])
         torch.testing.assert_close(model(tokens), model.readout(h[0]), rtol=1e-5, atol=1e-6)
+
+
+def test_delay_by_seed_summarises_each_seed_alone():
+    ab = np.array([1e-3, 2e-3, 3e-3, 4e-3])
+    t1 = np.array([10, 10, 20, 10,   5, np.nan, 5, 5,   10, 10, 10, 10], dtype=float)
+    t2 = np.array([400, 300, 200, 100,   np.nan, np.nan, 50, 50,   np.nan] * 1 + [np.nan] * 3, dtype=float)
+    n1 = np.full(12, 2.0)
+    n2 = np.array([1.0, 1.0, 0.5, 1.5,   1, 1, 3.0, 1.0,   1, 1, 1, 1])
+    out = nets.delay_by_seed(ab, t1, t2, budget=1000, seeds=3, norm_t1=n1, norm_t2=n2)
+    np.testing.assert_allclose(out["t2_over_t1"][:2], [np.median([40, 30, 10, 10]), 10.0])
+    assert np.isnan(out["t2_over_t1"][2])  # nothing generalized
+    # seed 0: t2 falls as alpha beta grows; seed 1: two never (counted last), two tied at 50
+    assert out["spearman"][0] == pytest.approx(-1.0)
+    assert out["spearman"][1] == pytest.approx(gk.metrics.rank_trend(ab, [[1001, 1001, 50, 50]]))
+    assert out["spearman"][1] < -0.8
+    assert np.isnan(out["spearman"][2])  # t2 the same throughout: no order
+    np.testing.assert_allclose(out["norm_t2_over_t1"][:2], [0.5, 1.0])
+    # delays 40, 30, 10, 10 against alpha beta 1, 2, 3, 4 (x 1e-3); seeds 1 and 2: fewer than four
+    assert out["delay_spearman"][0] == pytest.approx(gk.metrics.rank_trend(ab, [[40, 30, 10, 10]]))
+    assert np.isnan(out["delay_spearman"][1:]).all()
+    assert out["memorized"].tolist() == [4, 3, 4] and out["generalized"].tolist() == [4, 2, 0]
+    with pytest.raises(ValueError, match="alpha_beta must have 4 or 12 values"):
+        nets.delay_by_seed(ab[:3], t1, t2, budget=1000, seeds=3)

@@ -16,7 +16,11 @@ MLP's gradients have a closed form for the l1 and l2 penalties
 over its large hidden layers. :func:`adam_step` is ``torch.optim.Adam``'s update with one
 learning rate per configuration. Every configuration starts from the same initialisation (the
 model passed in, built from a seed) and sees the same mini-batches in the same order, as in the
-authors' code (seed 42 for the data loader), so configurations differ only by (α, β).
+authors' code (seed 42 for the data loader), so configurations differ only by (α, β). Given
+S tasks and S models (one per seed: :func:`train`), the run trains every (α, β) on each
+(task, model) pair, S times as many configurations in the same batch: each configuration reads
+its own task's examples (the stacked tasks, indexed by the configuration's ``k``), with the
+shared batch order.
 
 The loop is the one every kernel family shares (:func:`grokkit.kernels.run.run`): the logging
 schedule, recorded curves, divergence (a configuration with a non-finite parameter or loss is
@@ -40,6 +44,7 @@ over N) for regression and the cross-entropy for classification.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import warnings
@@ -53,6 +58,7 @@ from torch.func import functional_call, jacrev, stack_module_state, vmap
 from grokkit._checks import check_int, check_option, check_range, check_seed
 from grokkit.cache import cached
 from grokkit.kernels.run import MAX_STEPS, Family, check_memory, configurations, resolve_device, run
+from grokkit.metrics import rank_trend
 
 PENALTIES = ("l1", "l2", "l2_squared", "nuclear", "sobolev", "sobolev_squared")
 CURVES = ("train_loss", "test_loss", "train_accuracy", "test_accuracy", "l0", "l1", "l2", "nuclear")
@@ -98,24 +104,28 @@ class TwoLayerMLP(nn.Module):
         return self.logits(dict(self.named_parameters()), x)
 
     @staticmethod
-    def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """The outputs (N, c), or (G, N, c) for parameters stacked along a leading axis G."""
+    def logits(params: dict[str, torch.Tensor], x: torch.Tensor, per_model: bool = False) -> torch.Tensor:
+        """The outputs (N, c), or (G, N, c) for parameters stacked along a leading axis G; with
+        ``per_model``, ``x`` (G, N, ...) holds each model's own inputs."""
         A, B = params["A.weight"], params["B.weight"]
         if A.dim() == 2:
             return torch.relu(x.flatten(1) @ A.T) @ B.T
-        return torch.bmm(B, TwoLayerMLP._hidden(A, x.flatten(1))).mT
+        x = x.flatten(2) if per_model else x.flatten(1)
+        return torch.bmm(B, TwoLayerMLP._hidden(A, x)).mT
 
     @staticmethod
     def _hidden(A: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         r"""The hidden layers :math:`\mathrm{ReLU}(AX^\top)` (G, h, N) of stacked ``A`` (G, h, d), as one
-        matrix product (G h × d)(d × N)."""
+        matrix product (G h × d)(d × N); for inputs (G, N, d), one per model, a batched product."""
+        if x.dim() == 3:
+            return torch.bmm(A, x.mT).relu_()
         G, h, d = A.shape
         return torch.mm(A.reshape(G * h, d), x.T).view(G, h, -1).relu_()
 
     @staticmethod
     @torch.no_grad()
     def loss_gradients(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                       kind: str) -> dict[str, torch.Tensor]:
+                       kind: str, per_model: bool = False) -> dict[str, torch.Tensor]:
         r"""The gradients of :math:`\sum_g \ell(y_{\theta_g}(X), Y)` (:func:`loss`) for parameters
         stacked along a leading axis G, in closed form: with :math:`H = \mathrm{ReLU}(AX^\top)` and
         :math:`\delta = \partial\ell/\partial y_\theta` (:func:`loss_gradient`),
@@ -124,15 +134,17 @@ class TwoLayerMLP(nn.Module):
                   \nabla_A = \big((B^\top\delta) \odot \mathbb 1[H > 0]\big) X.
 
         The hidden layers of all configurations are one matrix product (G h × N), and so is
-        :math:`\nabla_A`; autograd's graph would add a few passes over (G, N, h) tensors."""
+        :math:`\nabla_A`; autograd's graph would add a few passes over (G, N, h) tensors. With
+        ``per_model``, ``x`` (G, N, ...) and ``y`` hold each model's own examples."""
         A, B = params["A.weight"], params["B.weight"]
         G, h, d = A.shape
-        x = x.flatten(1)
+        x = x.flatten(2) if per_model else x.flatten(1)
         H = TwoLayerMLP._hidden(A, x)
         delta = loss_gradient(kind, torch.bmm(B, H).mT, y).mT  # (G, c, N)
         dH = torch.bmm(B.mT, delta)
         torch.ops.aten.threshold_backward.grad_input(dH, H, 0.0, grad_input=dH)  # ReLU's derivative, in place
-        return {"A.weight": torch.mm(dH.view(G * h, -1), x).view(G, h, d), "B.weight": torch.bmm(delta, H.mT)}
+        grad_A = torch.bmm(dH, x) if per_model else torch.mm(dH.view(G * h, -1), x).view(G, h, d)
+        return {"A.weight": grad_A, "B.weight": torch.bmm(delta, H.mT)}
 
 
 class MatrixProductMLP(nn.Module):
@@ -162,12 +174,13 @@ class MatrixProductMLP(nn.Module):
         return self.logits(dict(self.named_parameters()), x)
 
     @staticmethod
-    def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """The logits (N, p), or (G, N, p) for parameters stacked along a leading axis G."""
+    def logits(params: dict[str, torch.Tensor], x: torch.Tensor, per_model: bool = False) -> torch.Tensor:
+        """The logits (N, p), or (G, N, p) for parameters stacked along a leading axis G; with
+        ``per_model``, ``x`` (G, N, 2, p) holds each model's own inputs."""
         E1, E2, W1, W2 = (params[k] for k in ("E1.weight", "E2.weight", "W1.weight", "W2.weight"))
         k = math.isqrt(E1.shape[-2])
-        e1 = (x[:, 0] @ E1.mT).unflatten(-1, (k, k))
-        e2 = (x[:, 1] @ E2.mT).unflatten(-1, (k, k))
+        e1 = (x[..., 0, :] @ E1.mT).unflatten(-1, (k, k))
+        e2 = (x[..., 1, :] @ E2.mT).unflatten(-1, (k, k))
         return torch.relu((e1 @ e2).flatten(-2) @ W1.mT) @ W2.mT
 
 
@@ -198,15 +211,19 @@ class LSTMClassifier(nn.Module):
         return self.logits(dict(self.named_parameters()), tokens)
 
     @staticmethod
-    def logits(params: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    def logits(params: dict[str, torch.Tensor], tokens: torch.Tensor, per_model: bool = False) -> torch.Tensor:
         """The logits (N, n_classes), or (G, N, n_classes) for parameters stacked along a leading
-        axis G: the cell of :class:`torch.nn.LSTM`, h = c = 0 at the start."""
+        axis G: the cell of :class:`torch.nn.LSTM`, h = c = 0 at the start. With ``per_model``,
+        ``tokens`` (G, N, T) holds each model's own sequences."""
         E, W_ih, W_hh, bias, W_o = (params[k] for k in ("embed", "W_ih", "W_hh", "bias", "readout.weight"))
         H = W_hh.shape[-1]
-        x = E[..., tokens, :].flatten(-3, -2)  # (..., N T, e): every step's input term in one product
-        inputs = (x @ W_ih.mT).unflatten(-2, tokens.shape) + bias[..., None, None, :]  # (..., N, T, 4H)
+        if per_model:  # each model's embedding of its own tokens
+            x = E[torch.arange(E.shape[0], device=E.device)[:, None, None], tokens].flatten(-3, -2)
+        else:
+            x = E[..., tokens, :].flatten(-3, -2)  # (..., N T, e): every step's input term in one product
+        inputs = (x @ W_ih.mT).unflatten(-2, tokens.shape[-2:]) + bias[..., None, None, :]  # (..., N, T, 4H)
         h = c = None
-        for t in range(tokens.shape[1]):
+        for t in range(tokens.shape[-1]):
             gates = inputs[..., t, :] if h is None else inputs[..., t, :] + h @ W_hh.mT
             gate = torch.sigmoid(gates)  # i, f, o (the g block is unused)
             g = torch.tanh(gates[..., 2 * H:3 * H])
@@ -245,12 +262,14 @@ def penalty(name: str, params: dict[str, torch.Tensor], jacobian: torch.Tensor |
 
 def loss(kind: str, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The training criterion: ``nn.MSELoss`` (mean over every output) or the cross-entropy; of
-    one model's outputs (B, ...), or (G,) of a stack's (G, B, ...)."""
+    one model's outputs (B, c) or (B, n_classes), or (G,) of a stack's (G, B, ...), whose targets
+    ``y`` are shared (B, ...) or each model's own (G, B, ...)."""
     if kind == "regression":
-        return (output - y).square().flatten(output.dim() - y.dim()).mean(-1)
+        return (output - y).square().flatten(output.dim() - 2).mean(-1)
     if output.dim() == 2:
         return nn.functional.cross_entropy(output, y)
-    ce = nn.functional.cross_entropy(output.flatten(0, 1), y.repeat(output.shape[0]), reduction="none")
+    labels = y.flatten() if y.dim() == 2 else y.repeat(output.shape[0])
+    ce = nn.functional.cross_entropy(output.flatten(0, 1), labels, reduction="none")
     return ce.view(output.shape[0], -1).mean(-1)
 
 
@@ -402,9 +421,32 @@ class Setup:
     names: list[str]
     kind: str
     penalty: str
-    task: object  # grokkit.data.nets.Task on the run's device
+    task: object  # grokkit.data.nets.Task on the run's device; its tensors stacked (S, ...) when k is given
     batches: Batches
-    batched = False  # one problem for every configuration (grokkit.kernels.run)
+    # Per configuration, the index of its task along the stacked tasks' leading axis (a tensor (G,)
+    # on the run's device); None: one task for every configuration.
+    k: torch.Tensor | None = None
+
+    @property
+    def batched(self) -> bool:
+        """Whether the setup has a row per configuration (the stacked tasks' ``k``), which the
+        loop subsets with :meth:`select` when configurations stop (:mod:`grokkit.kernels.run`)."""
+        return self.k is not None
+
+    def select(self, keep) -> Setup:
+        """The setup of the configurations ``keep`` (a mask, indices or a slice of the rows)."""
+        return self if self.k is None else dataclasses.replace(self, k=self.k[keep])
+
+    def examples(self, which: str, idx: torch.Tensor | None = None) -> tuple:
+        """The inputs, targets and teacher Jacobians (None without them) of the ``"train"`` or
+        ``"test"`` set, its rows ``idx`` (all when None): shared (B, ...), or each configuration's
+        own (G, B, ...) for stacked tasks."""
+        task = self.task
+        tensors = [getattr(task, f"{name}_{which}") for name in ("X", "y", "J")]
+        if self.k is None:
+            return tuple(t if t is None or idx is None else t[idx] for t in tensors)
+        rows = self.k if idx is None else (self.k[:, None], idx[None, :])
+        return tuple(None if t is None else t[rows] for t in tensors)
 
     def checkpoint_state(self) -> dict:
         """What a checkpoint of the loop keeps of the setup: the mini-batch order."""
@@ -414,27 +456,31 @@ class Setup:
         self.batches.restore_checkpoint(state["batches"])
 
     def outputs(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """The outputs (G, B, ...) of every configuration on one input batch ``x``: the model's
-        ``logits`` take the stacked parameters as they are (one batched product per layer); a
-        model without them runs through ``torch.func.vmap`` of its forward."""
+        """The outputs (G, B, ...) of every configuration on one input batch ``x`` (shared, or each
+        configuration's own for stacked tasks: :meth:`examples`): the model's ``logits`` take the
+        stacked parameters as they are (one batched product per layer); a model without them runs
+        through ``torch.func.vmap`` of its forward."""
+        own = self.k is not None
         if hasattr(self.template, "logits"):
-            return self.template.logits(dict(zip(self.names, params)), x)
-        return vmap(lambda p: functional_call(self.template, dict(zip(self.names, p)), (x,)))(params)
+            return self.template.logits(dict(zip(self.names, params)), x, per_model=own)
+
+        def forward(p, inputs):
+            return functional_call(self.template, dict(zip(self.names, p)), (inputs,))
+        return vmap(forward, in_dims=(0, 0 if own else None))(params, x)
 
     def objective(self, params: list[torch.Tensor], beta: torch.Tensor, idx: torch.Tensor | None) -> torch.Tensor:
         r"""The sum over configurations of :math:`L_g(\theta_g)` on the batch ``idx``."""
-        task = self.task
-        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
+        x, y, J = self.examples("train", idx)
         if not self.penalty.startswith("sobolev"):
             named = dict(zip(self.names, params))
             return (loss(self.kind, self.outputs(params, x), y) + beta * penalty(self.penalty, named, stacked=True)).sum()
-        J = task.J_train if idx is None else task.J_train[idx]
 
-        def one(p, b):  # the input Jacobian of each model: torch.func over one configuration at a time
+        def one(p, b, x, y, J):  # the input Jacobian of each model: torch.func over one configuration at a time
             named = dict(zip(self.names, p))
             out = functional_call(self.template, named, (x,))
             return loss(self.kind, out, y) + b * penalty(self.penalty, named, self._jacobian(named, x), J)
-        return vmap(one)(params, beta).sum()
+        shared = None if self.k is None else 0
+        return vmap(one, in_dims=(0, 0, shared, shared, shared))(params, beta, x, y, J).sum()
 
     @property
     def closed_form(self) -> bool:
@@ -460,10 +506,10 @@ class Setup:
         if not (self.closed_form or self.polar):
             leaves = [p.detach().requires_grad_() for p in params]
             return list(torch.autograd.grad(self.objective(leaves, beta, idx), leaves))
-        task = self.task
-        x, y = (task.X_train, task.y_train) if idx is None else (task.X_train[idx], task.y_train[idx])
+        x, y, _ = self.examples("train", idx)
         if hasattr(self.template, "loss_gradients"):
-            grads = self.template.loss_gradients(dict(zip(self.names, params)), x, y, self.kind)
+            grads = self.template.loss_gradients(dict(zip(self.names, params)), x, y, self.kind,
+                                                 per_model=self.k is not None)
             grads = [grads[k] for k in self.names]
         else:
             leaves = [p.detach().requires_grad_() for p in params]
@@ -507,7 +553,7 @@ def _update_cpu(setup: Setup, params, m, v, lr, beta, idx, t: int) -> None:
     for a in range(0, len(lr), size):
         rows = slice(a, a + size)
         chunk = [p[rows] for p in params]
-        grads = setup.gradients(chunk, beta[rows], idx)
+        grads = setup.select(rows).gradients(chunk, beta[rows], idx)
         with torch.no_grad():
             adam_step(chunk, grads, [q[rows] for q in m], [q[rows] for q in v], t, lr[rows])
 
@@ -610,14 +656,14 @@ def _evaluate(x, data: dict, col: dict) -> torch.Tensor:
     (all weight matrices concatenated) and l* (sum of per-matrix nuclear norms)."""
     setup: Setup = data["setup"]
     params, _, _ = _split(x)
-    task, rows = setup.task, []
-    for X, y in ((task.X_train, task.y_train), (task.X_test, task.y_test)):
+    rows = []
+    for which in ("train", "test"):
+        X, y, _ = setup.examples(which)
         out = setup.outputs(params, X)
         if setup.kind == "regression":
-            rows.append(((out - y).square().flatten(1).mean(dim=1), torch.full_like(out[:, 0, 0], math.nan)))
+            rows.append((loss(setup.kind, out, y), torch.full_like(out[:, 0, 0], math.nan)))
         else:
-            ce = nn.functional.cross_entropy(out.flatten(0, 1), y.repeat(out.shape[0]), reduction="none")
-            rows.append((ce.view(out.shape[0], -1).mean(dim=1), (out.argmax(-1) == y).float().mean(dim=1)))
+            rows.append((loss(setup.kind, out, y), (out.argmax(-1) == y).float().mean(dim=1)))
     W = weights(dict(zip(setup.names, params)), stacked=True)
     flat = torch.cat([w.flatten(1) for w in W], dim=1)
     # The singular values on the CPU: cuSOLVER's batched SVD of these small matrices took about
@@ -680,6 +726,45 @@ NETS = Family(penalty="beta", curves=CURVES, finite=("train_loss", "test_loss"),
               view=lambda x: torch.cat([p.flatten(1) for p in _split(x)[0]], dim=1).to(torch.float64))
 
 
+def _stack(tasks: list, models: list) -> tuple:
+    """S tasks and S models (one of either may be given once, for every seed) checked as one
+    problem, and the task whose tensors are the S tasks' stacked along a leading axis (the one
+    task itself for S = 1)."""
+    S = max(len(tasks), len(models))
+    if not tasks or not models or {len(tasks), len(models)} - {1, S}:
+        raise ValueError(f"task and model must be one each, or lists of one length S (one per seed), got "
+                         f"{len(tasks)} task(s) and {len(models)} model(s)")
+    tasks, models = tasks * (S // len(tasks)), models * (S // len(models))
+    for task in tasks:
+        if getattr(task, "kind", None) not in ("regression", "classification"):
+            raise ValueError(f"task must be a grokkit.data.nets.Task, got {type(task).__name__}")
+    for model in models:
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model must be a torch.nn.Module (TwoLayerMLP, MatrixProductMLP, LSTMClassifier), "
+                             f"got {type(model).__name__}")
+    first, shape = tasks[0], models[0]
+    fields = [f.name for f in dataclasses.fields(first) if isinstance(getattr(first, f.name), torch.Tensor)]
+    for s, task in enumerate(tasks[1:], 1):
+        same = (task.kind == first.kind and task.n_classes == first.n_classes
+                and [f for f in fields if getattr(task, f) is not None] == fields
+                and all(getattr(task, f).shape == getattr(first, f).shape for f in fields))
+        if not same:
+            raise ValueError(f"the tasks of one run must have one kind and shape: task {s} ({task.name!r}) differs "
+                             f"from task 0 ({first.name!r})")
+    for s, model in enumerate(models[1:], 1):
+        if type(model) is not type(shape) or [(k, v.shape) for k, v in model.named_parameters()] != \
+                [(k, v.shape) for k, v in shape.named_parameters()]:
+            raise ValueError(f"the models of one run must have one architecture: model {s} "
+                             f"({type(model).__name__}) differs from model 0 ({type(shape).__name__})")
+    for task, model in zip(tasks, models):
+        _check_fits(model, task)
+    if S == 1:
+        return tasks, models, first
+    stacked = {f: torch.stack([getattr(task, f) for task in tasks]) for f in fields}
+    return tasks, models, dataclasses.replace(first, **stacked, name=first.name,
+                                              note=" | ".join(task.note for task in tasks))
+
+
 def _check_fits(model: nn.Module, task) -> None:
     """Refuse, before any compute, a ``model`` whose inputs or outputs do not match ``task``: one
     forward pass on two training inputs, on the CPU, and its output width against the targets
@@ -699,6 +784,54 @@ def _check_fits(model: nn.Module, task) -> None:
                          f"outputs, the task has {want} {what}")
 
 
+
+def delay_by_seed(alpha_beta, t1, t2, budget: int, seeds: int = 1, norm_t1=None, norm_t2=None) -> dict[str, np.ndarray]:
+    r"""The grokking summary of a grid, one number per seed (the claims of Figures 3 and 47–57).
+
+    ``t1``, ``t2`` (S·G,) are the memorization and generalization steps of a run of ``seeds`` = S
+    seeds in one batch, seed-major (:func:`train`), NaN where the run never reached its
+    threshold within ``budget`` steps; ``alpha_beta`` (S·G,) or (G,) the product αβ of each
+    configuration; ``norm_t1``, ``norm_t2`` (S·G,) a norm read at t1 and at t2 (optional).
+    Returns (S,) arrays:
+
+    * ``t2_over_t1``: the median of t2/t1 over the configurations that memorized and generalized
+      (NaN where none did);
+    * ``spearman``: Spearman's rank correlation of αβ with t2 over the G configurations, one that
+      never generalized counting as later than every finite t2 (t2 = ``budget`` + 1); NaN where
+      t2 or αβ is the same throughout (no order to measure);
+    * ``delay_spearman``: Spearman's rank correlation of αβ with t2/t1 over the configurations
+      that memorized and generalized (NaN where fewer than four did, or where the delays or
+      their αβ are all equal);
+    * ``norm_t2_over_t1`` (with the norms): the median of norm(t2)/norm(t1) over the same
+      configurations as ``t2_over_t1``;
+    * ``memorized``, ``generalized``: the configurations that reached t1, t2.
+    """
+    T1, T2 = (np.asarray(t, dtype=float).reshape(seeds, -1) for t in (t1, t2))
+    ab = np.asarray(alpha_beta, dtype=float).reshape(-1)
+    if ab.size not in (T1.shape[1], T1.size):
+        raise ValueError(f"alpha_beta must have {T1.shape[1]} or {T1.size} values, got {ab.size}")
+    ab = np.broadcast_to(ab.reshape(-1, T1.shape[1]), T1.shape)
+    both = np.isfinite(T1) & np.isfinite(T2)
+    later = np.where(np.isnan(T2), budget + 1.0, T2)
+
+    def median(values):
+        return np.array([np.median(v[m]) if m.any() else np.nan for v, m in zip(values, both)])
+
+    def spearman(x, row):
+        if np.ptp(row) == 0 or np.ptp(x) == 0:
+            return np.nan
+        return rank_trend(x, row[None])
+    out = {"t2_over_t1": median(T2 / T1),
+           "spearman": np.array([spearman(x, row) for x, row in zip(ab, later)]),
+           "delay_spearman": np.array([spearman(x[m], (t2_ / t1_)[m]) if m.sum() >= 4 else np.nan
+                                       for x, t1_, t2_, m in zip(ab, T1, T2, both)]),
+           "memorized": np.isfinite(T1).sum(1), "generalized": np.isfinite(T2).sum(1)}
+    if norm_t1 is not None and norm_t2 is not None:
+        N1, N2 = (np.asarray(n, dtype=float).reshape(seeds, -1) for n in (norm_t1, norm_t2))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["norm_t2_over_t1"] = median(N2 / N1)
+    return out
+
 @cached
 def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batch_size: int | None = None,
           seed: int = 42, dense: int = 100, per_decade: int = 100, device="auto",
@@ -713,38 +846,45 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
     recorded on :func:`grokkit.kernels.log_schedule` (``dense``, ``per_decade``); ``device``
     ``"auto"`` trains on CUDA when there is one. Every argument is checked before any compute.
     The result is cached (:mod:`grokkit.cache`): pages that share a run train it once.
+
+    Seeds in one batch: ``task`` and ``model`` may be lists of one length S (one per seed, all of
+    one shape and architecture; either may be a single one, shared by every seed). The run then
+    has S·G configurations, seed-major: configuration ``s * G + j`` trains ``model[s]`` on
+    ``task[s]`` with ``(alpha[j], beta[j])``, and ``config["k"]`` holds s (0 for a single task
+    and model). Each configuration's numbers are those of a run of its task and model alone, up
+    to float32 rounding; every seed sees the same mini-batch order (``seed``).
     """
     steps = check_int("steps", steps, 1, MAX_STEPS)
     check_int("dense", dense, 0)
     check_int("per_decade", per_decade, 1)
     check_option("penalty", penalty, PENALTIES)
     seed = check_seed("seed", seed)
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module (TwoLayerMLP, MatrixProductMLP, LSTMClassifier), "
-                         f"got {type(model).__name__}")
-    kind = getattr(task, "kind", None)
-    if kind not in ("regression", "classification"):
-        raise ValueError(f"task must be a grokkit.data.nets.Task, got {type(task).__name__}")
-    _check_fits(model, task)
-    N = int(task.X_train.shape[0])
+    tasks, models, task = _stack(list(task) if isinstance(task, (list, tuple)) else [task],
+                                 list(model) if isinstance(model, (list, tuple)) else [model])
+    S, model, kind = len(tasks), models[0], task.kind
+    N = int(tasks[0].X_train.shape[0])
     if batch_size is not None:
         batch_size = check_int("batch_size", batch_size, 1)
     if penalty.startswith("sobolev") and task.J_train is None:
         raise ValueError(f"penalty {penalty!r} needs the teacher's Jacobians: task {task.name!r} has none "
                          "(grokkit.data.nets.teacher_student provides them)")
     config = configurations(alpha=alpha, beta=beta)
+    G0 = config["alpha"].size
+    config = {name: np.tile(values, S) for name, values in config.items()}
     config["beta2"] = np.zeros_like(config["alpha"])
+    config["k"] = np.repeat(np.arange(S), G0)
     device = resolve_device(device)
     G = config["alpha"].size
     # A copy of the parameters per configuration, with Adam's two moments, the gradients and the
     # forward pass's activations (a few copies more).
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     check_memory(G, 8 * weights, device, f"{type(model).__name__}/{penalty}")
-    params, _ = stack_module_state([model] * G)
+    params, _ = stack_module_state([models[s] for s in config["k"]])
     names = list(params)
     params = [params[k].detach().to(device) for k in names]
     setup = Setup(template=copy.deepcopy(model).to("meta"), names=names, kind=kind, penalty=penalty,
-                  task=task.to(device), batches=Batches(N, batch_size, seed, device))
+                  task=task.to(device), batches=Batches(N, batch_size, seed, device),
+                  k=None if S == 1 else torch.as_tensor(config["k"], device=device))
     x0 = params + [torch.zeros_like(p) for p in params] + [torch.zeros_like(p) for p in params]
     method = f"{type(model).__name__}/{penalty}"
     # work=0: one CPU thread. The operations of these small networks are too short for intra-op
