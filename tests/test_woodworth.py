@@ -303,6 +303,31 @@ def test_largest_recovering_scale():
         theory.background.largest_recovering_scale(X, y, b[:5], 2, 0.1)
 
 
+def test_largest_recovering_scale_near_the_smallest_scale():
+    # seed 7 at basis pursuit's sample size: the bracket reaches 1e-300, where sqrt(low * high) underflows
+    b_star = data.background.flat_sparse_signal(100, 5, 7)
+    big = data.sparse.signal_problem(b_star, 40, variance=1.0, seed=7)
+    N = theory.background.smallest_recovering_rows(big.X, big.y, b_star, 0.025)
+    a = theory.background.largest_recovering_scale(big.X[:N], big.y[:N], b_star, 3, 0.025)
+    assert 0 < a < 1
+
+
+def test_smallest_recovering_rows():
+    b_star = P.b_star
+    N = theory.background.smallest_recovering_rows(P.X, P.y, b_star, 0.025)
+    assert 1 <= N <= 40
+    # the rows of signal_problem are nested: its first N rows are the problem with N rows
+    sub = data.sparse.signal_problem(b_star, N, variance=1.0, seed=0)
+    assert np.array_equal(sub.X, P.X[:N])
+    ok = [np.linalg.norm(baselines.basis_pursuit(P.X[:k], P.y[:k]).b - b_star) <= 0.025 for k in range(N - 3, N + 4)]
+    assert ok == [False] * 3 + [True] * 4
+    assert theory.background.smallest_recovering_rows(P.X[:N - 1], P.y[:N - 1], b_star, 0.025) == N
+    with pytest.raises(ValueError, match=r"threshold must be in \(0.0, inf\)"):
+        theory.background.smallest_recovering_rows(P.X, P.y, b_star, 0.0)
+    with pytest.raises(ValueError, match="b_star"):
+        theory.background.smallest_recovering_rows(P.X, P.y, b_star[:5], 0.1)
+
+
 def test_kernel_diagonal_net_ends_at_the_minimiser_and_follows_the_flow():
     # gk.kernels.diagonal_net, batched over depth and init_scale in one call
     from grokkit import kernels

@@ -574,9 +574,36 @@ def largest_recovering_scale(X, y, b_star, depth: int, threshold: float, *, rtol
     if passes(high):
         return high
     while high / low > 1 + rtol:
-        mid = math.sqrt(low * high)
+        mid = math.sqrt(low) * math.sqrt(high)  # not sqrt(low * high), which underflows to 0 near 1e-300
         low, high = (mid, high) if passes(mid) else (low, mid)
     return low
+
+
+def smallest_recovering_rows(X, y, b_star, threshold: float, *, solver: str = "CLARABEL") -> int:
+    r"""The smallest number of leading rows N of ``X``, ``y`` for which basis pursuit (the minimum-ℓ1
+    interpolant, :func:`grokkit.baselines.basis_pursuit`) recovers ``b_star`` to
+    :math:`\|\beta - \beta^*\|_2 \le` ``threshold``: the dashed line of [W] Figures 1c and 3c. A bisection
+    on N, exact because the rows are nested: with more rows the feasible set shrinks and still holds
+    β*, so once β* is the minimum-ℓ1 interpolant it stays so. ``X`` (M, n), ``y`` (M,), ``b_star`` (n,)
+    finite, ``threshold`` > 0. Returns M + 1 when all M rows do not recover ``b_star``."""
+    from grokkit.baselines import basis_pursuit
+
+    check_finite("X", X)
+    check_finite("y", y)
+    check_finite("b_star", b_star)
+    X, y, b_star = (np.asarray(v, dtype=float) for v in (X, y, b_star))
+    if X.ndim != 2 or y.shape != X.shape[:1] or b_star.shape != X.shape[1:]:
+        raise ValueError(f"X must be (M, n), y (M,) and b_star (n,), got {X.shape}, {y.shape}, {b_star.shape}")
+    threshold = check_range("threshold", threshold, 0.0, closed="neither")
+
+    def passes(N: int) -> bool:
+        return bool(np.linalg.norm(basis_pursuit(X[:N], y[:N], solver=solver).b - b_star) <= threshold)
+
+    low, high = 0, X.shape[0] + 1           # passes(low) is False, passes(high) taken as True
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if passes(mid) else (mid, high)
+    return high
 
 
 # --- Lyu et al. (2024): the diagonal network on linear classification -------------------------
