@@ -301,8 +301,8 @@ def paper_scale_section(root: Path, docname: str) -> nodes.section:
         text += (f" The record was converted from {prov['converted_from']}: what that format did not keep "
                  f"(the executed notebook, the machine's details) is marked as not recorded.")
     section += nodes.paragraph(text=text, classes=["paper-scale-summary"])
-    for figure in (data.get("files") or {}).get("figures", []):
-        node = nodes.figure()
+    for k, figure in enumerate((data.get("files") or {}).get("figures", []), 1):
+        node = nodes.figure(ids=[f"paper-scale-figure-{k}"])  # Sphinx numbers a captioned figure by its id
         node += nodes.image(uri=f"/{records.RECORDS.as_posix()}/{chapter}/{figure['file']}",
                             alt=figure.get("caption") or f"{stem} at the paper's scale")
         if figure.get("caption"):
