@@ -11,19 +11,8 @@ from pathlib import Path
 import pytest
 
 from grokkit import cli, pipeline, records
+from test_pipeline import FRONT_MATTER
 
-FRONT_MATTER = """\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
 
 # Its claim holds at the quick preset and fails at the paper preset; it draws one figure.
 PAGE = FRONT_MATTER + """

@@ -208,6 +208,19 @@ def memorization_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2):
     return np.where(ok, t1, np.inf)
 
 
+def _memorization_inputs(X, y, b1, alpha, beta1, beta2):
+    """The checked inputs of the memorization times: one problem (N, n), (N,) or a stack (G, N, n),
+    (G, N); ``b1`` (n,); ``alpha`` > 0, ``beta1``, ``beta2`` ≥ 0."""
+    X, y, b1 = np.asarray(X, dtype=float), np.asarray(y, dtype=float), np.asarray(b1, dtype=float)
+    if X.ndim not in (2, 3) or y.shape != X.shape[:-1] or b1.shape != X.shape[-1:]:
+        raise ValueError(f"X, y and b1 must have shapes (N, n), (N,) and (n,), or (G, N, n), (G, N) and (n,), "
+                         f"got {X.shape}, {y.shape} and {b1.shape}")
+    for name, a in (("X", X), ("y", y), ("b1", b1)):
+        check_finite(name, a)
+    return (X, y, b1, check_range("alpha", alpha, 0.0, closed="neither"),
+            check_range("beta1", beta1, 0.0, closed="left"), check_range("beta2", beta2, 0.0, closed="left"))
+
+
 def row_space_memorization_time(X, y, b1, alpha, beta1, beta2=0.0):
     r"""Theorem C.8's :math:`t_1` on the row space of :math:`\tilde X` (p = 2), the form that holds when
     N < n and :math:`\beta_2 = 0` (module docstring): :func:`memorization_time` with
@@ -217,17 +230,9 @@ def row_space_memorization_time(X, y, b1, alpha, beta1, beta2=0.0):
     ``X`` (N, n) and ``y`` (N,) are one problem, or (G, N, n) and (G, N) a stack of problems
     (:func:`grokkit.data.sparse.stack_problems`: zero rows change neither :math:`P_V`, :math:`\rho_r` nor
     :math:`\hat b`); ``b1`` (n,) the initial iterate (:func:`grokkit.kernels.initial_point`). Returns
-    a float, or one per problem (G,). (The authors' code, spec §5 item 5, uses the whole
+    a float, or one per problem (G,). (The authors' code, :func:`code_memorization_time`, uses the whole
     :math:`\|b^{(1)} - \hat b\|_2`, :math:`1 - \alpha(\lambda_{\min}^+ + \beta_2)` and no :math:`\sqrt n`.)"""
-    X, y, b1 = np.asarray(X, dtype=float), np.asarray(y, dtype=float), np.asarray(b1, dtype=float)
-    if X.ndim not in (2, 3) or y.shape != X.shape[:-1] or b1.shape != X.shape[-1:]:
-        raise ValueError(f"X, y and b1 must have shapes (N, n), (N,) and (n,), or (G, N, n), (G, N) and (n,), "
-                         f"got {X.shape}, {y.shape} and {b1.shape}")
-    for name, a in (("X", X), ("y", y), ("b1", b1)):
-        check_finite(name, a)
-    alpha = check_range("alpha", alpha, 0.0, closed="neither")
-    beta1 = check_range("beta1", beta1, 0.0, closed="left")
-    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    X, y, b1, alpha, beta1, beta2 = _memorization_inputs(X, y, b1, alpha, beta1, beta2)
     n = X.shape[-1]
     t1 = [memorization_time(range_distance(Xg, b1, least_squares(Xg, yg, beta2)), n, alpha, beta1,
                             rho_range(Xg, alpha, beta2))
@@ -250,15 +255,7 @@ def code_memorization_time(X, y, b1, alpha, beta1, beta2=0.0, tol: float = 1e-10
     It is :math:`\ln(\sqrt n)/(-\ln\rho)` steps or more above :func:`row_space_memorization_time`
     when the two ρ agree. Shapes and checks as :func:`row_space_memorization_time`; infinite where
     :math:`\rho \notin (0, 1)` or :math:`\beta_1 = 0`."""
-    X, y, b1 = np.asarray(X, dtype=float), np.asarray(y, dtype=float), np.asarray(b1, dtype=float)
-    if X.ndim not in (2, 3) or y.shape != X.shape[:-1] or b1.shape != X.shape[-1:]:
-        raise ValueError(f"X, y and b1 must have shapes (N, n), (N,) and (n,), or (G, N, n), (G, N) and (n,), "
-                         f"got {X.shape}, {y.shape} and {b1.shape}")
-    for name, a in (("X", X), ("y", y), ("b1", b1)):
-        check_finite(name, a)
-    alpha = check_range("alpha", alpha, 0.0, closed="neither")
-    beta1 = check_range("beta1", beta1, 0.0, closed="left")
-    beta2 = check_range("beta2", beta2, 0.0, closed="left")
+    X, y, b1, alpha, beta1, beta2 = _memorization_inputs(X, y, b1, alpha, beta1, beta2)
     tol = check_range("tol", tol, 0.0, 1.0, closed="left")
     out = []
     for Xg, yg in zip(X.reshape(-1, *X.shape[-2:]), y.reshape(-1, y.shape[-1])):
