@@ -87,7 +87,7 @@ class RecoverySweep:
     @property
     def N_min(self) -> np.ndarray:
         r"""(T, S) :math:`N_\min(s, \tau)`: the first N of the grid whose mean error is below
-        ``threshold`` (the authors' rule, spec §1.2); inf where no N of the grid reaches it."""
+        ``threshold`` (the authors' rule in ``compressed_sensing.ipynb``); inf where no N of the grid reaches it."""
         below = self.mean_error < self.threshold
         return np.where(below.any(axis=-1), self.N[np.argmax(below, axis=-1)], np.inf)
 
@@ -243,8 +243,8 @@ def _max_l1_margin_highs(X: np.ndarray, y: np.ndarray) -> MarginSolution:
 
 
 # --- Matrix factorization: nuclear-norm minimisation (P5), App. D.5 ---------------------------
-# Interior-point solvers are slow on nuclear-norm SDPs (CLARABEL: 42 s at 50×50, spec
-# toolchain §4): the default is SCS with tight tolerances (~1e-6 relative error at 50×50).
+# Interior-point solvers are slow on nuclear-norm SDPs (CLARABEL: 42 s at 50×50
+# on two cores): the default is SCS with tight tolerances (~1e-6 relative error at 50×50).
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,7 @@ def nuclear_norm_min(operator, y: np.ndarray, shape, eps: float | None = None, s
                      tol: float | None = 1e-9) -> MatrixSolution:
     r"""Nuclear-norm minimisation (P5), App. D.5: :math:`\min\|A\|_*` s.t. :math:`\mathcal X(A) = y^*`
     (``eps=None``, noiseless) or s.t. :math:`\|\mathcal X(A) - y^*\|_2 \le \varepsilon` (the noisy form:
-    the paper's (P4)/(P5) and the authors' code, which uses ε = 1e-6; spec §3.8).
+    the paper's (P4)/(P5) and the authors' code, which uses ε = 1e-6).
 
     ``operator``: a boolean mask of shape ``shape`` (completion, :math:`\mathcal X(A) = A[M]`) or a matrix
     (N, n1·n2) on the column-major vec(A) (sensing). ``tol``: the solver's tolerance (SCS
@@ -473,7 +473,7 @@ CLARABEL_TIGHT = dict(tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12, max_
 def implicit_bias_cvxpy(X: np.ndarray, y: np.ndarray, init_scale: float, solver: str = "CLARABEL") -> Solution:
     r""":math:`\operatorname{argmin}_{X\beta = y}Q_\alpha(\beta)` for the depth-2 diagonal network (Woodworth et
     al. Theorem 1, :func:`grokkit.theory.background.implicit_bias` with ``depth=2``), α = ``init_scale``, as the
-    exponential-cone program of spec §1.3:
+    exponential-cone program:
 
     .. math:: Q_\alpha(\beta) = \min_{p, m \ge 0,\ p - m = \beta}\ \sum_i p_i\log\frac{p_i}{\alpha^2} - p_i
               + m_i\log\frac{m_i}{\alpha^2} - m_i + 2\alpha^2,

@@ -27,6 +27,7 @@ starts over.
 """
 from __future__ import annotations
 
+import ast
 import contextvars
 import dataclasses
 import functools
@@ -36,6 +37,7 @@ import os
 import pickle
 import re
 import sys
+import textwrap
 import time
 import types
 import warnings
@@ -151,12 +153,27 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
 def _source(obj: Any) -> str:
+    """What a function or class computes: its source parsed, without docstrings and comments, so
+    that editing the documentation leaves checkpoints resumable and records current."""
     try:
-        return inspect.getsource(obj)
+        text = textwrap.dedent(inspect.getsource(obj))
     except (OSError, TypeError):  # no file (an interactive definition): its compiled code
         code = getattr(obj, "__code__", None)
         return repr(code.co_code) + repr(code.co_consts) if code is not None else repr(obj)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # a fragment (a lambda inside an expression): the text as written
+        return text
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, _DOCUMENTED) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def sources(objects, package: str = "grokkit") -> dict[str, str]:

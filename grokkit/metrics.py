@@ -131,13 +131,13 @@ def memorization_generalization(traj, rule: str = "threshold", train_threshold: 
 
 def sweep_summary(traj, train_threshold) -> dict[str, np.ndarray]:
     r"""What the summaries of a sweep read off each configuration of a run (Figures 14–16 and their
-    projected and ISTA twins, the authors' cells 54–58), as (G,) arrays:
+    projected and ISTA twins, as the authors' ``compressed_sensing.ipynb`` reads them), as (G,) arrays:
 
     * ``t1``: the first recorded step with relative training error <= ``train_threshold``, a
       number or one per configuration (G,) (the authors' thresholds depend on s), NaN if never;
     * ``t2``: :func:`plateau_step` of the relative recovery error (the authors' rule);
     * ``train_error_at_t1`` (NaN where t1 is), ``min_train_error``, ``min_test_error`` (the
-      smallest recorded values: the authors' cell 57) and ``final_train_error``,
+      smallest recorded values, which the authors plot) and ``final_train_error``,
       ``final_test_error`` (the last record).
 
     Thresholds are finite and > 0."""

@@ -323,6 +323,14 @@ def test_the_fingerprint_changes_with_the_code_a_run_calls_only(tmp_path, monkey
     assert edited["ckpt_fixture.steps.step"] == base["ckpt_fixture.steps.step"]
 
 
+def test_the_fingerprint_ignores_docstrings_and_comments(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = checkpoint.sources(write_package(tmp_path, "return 2 * x", "return x"), package="ckpt_fixture")
+    documented = checkpoint.sources(write_package(tmp_path, '"""Twice x (Eq. 1)."""; return 2 * x  # doubled',
+                                                  "return x"), package="ckpt_fixture")
+    assert documented == base
+
+
 def test_the_fingerprint_of_a_kernel_run_leaves_out_the_rest_of_grokkit():
     code = checkpoint.sources((gk.kernels.run.run, gk.kernels.sparse.SPARSE, gk.kernels.sparse.subgradient_step))
     assert "grokkit.kernels.sparse.subgradient_step" in code and "grokkit.kernels.run.residual" in code

@@ -1,4 +1,4 @@
-"""Tests of grokkit.data's matrix-factorization problems (paper §2, Appendix D; spec §3.1–§3.4)."""
+"""Tests of grokkit.data's matrix-factorization problems (paper §2, Appendix D)."""
 import math
 import re
 
@@ -199,7 +199,7 @@ def test_tau_mixture():
 
 
 def test_sensing_measurements_use_column_major_vec():
-    """y_s = X⁽¹⁾ₛᵀ A* X⁽²⁾ₛ = (X⁽²⁾ₛ ⊗ X⁽¹⁾ₛ)ᵀ vec(A*) with the column-major vec (spec §0, Lemma D.14)."""
+    """y_s = X⁽¹⁾ₛᵀ A* X⁽²⁾ₛ = (X⁽²⁾ₛ ⊗ X⁽¹⁾ₛ)ᵀ vec(A*) with the column-major vec (Lemma D.14)."""
     p = data.matrix.problem(4, 3, 2, 9, kind="sensing", seed=2)
     assert p.mask is None and p.X.shape == (9, 12) and p.X1.shape == (9, 4) and p.X2.shape == (9, 3)
     np.testing.assert_allclose(p.y_star, np.einsum("si,ij,sj->s", p.X1, p.A_star, p.X2), rtol=1e-12)

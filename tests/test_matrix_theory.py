@@ -71,7 +71,7 @@ def test_matrix_rho_against_the_gram_eigenvalues():
 
 
 def _subgradient(X, y, shape, A, alpha, beta2, beta_star, steps):
-    """Plain subgradient on f, thin-SVD h = UVᵀ (spec §3.5); returns the iterates' vec, (steps + 1, n)."""
+    """Plain subgradient on f, thin-SVD h = UVᵀ (Appendix D); returns the iterates' vec, (steps + 1, n)."""
     out = [vec(A)]
     for _ in range(steps):
         U, _, Vt = np.linalg.svd(A, full_matrices=False)

@@ -34,7 +34,7 @@ def vecr(A: np.ndarray) -> np.ndarray:
     r"""Row-major vectorisation (Definitions B.2, B.3): :math:`\operatorname{vecr}(M)_{in + j} = M_{ij}` for
     :math:`M \in \mathbb R^{m\times n}`, so :math:`\operatorname{vecr}(M) = \operatorname{vec}(M^\top) = K_{(m,n)}\operatorname{vec}(M)`
     (:func:`commutation_matrix`); :math:`\operatorname{vecr}(T)_{inp + jp + k} = T_{ijk}` for a tensor. (The paper
-    prints the indices :math:`jm + i` and :math:`inp + jm + k`: typos, spec §5 item 22.)"""
+    prints the indices :math:`jm + i` and :math:`inp + jm + k`: typos: they are not one-to-one.)"""
     return np.asarray(A).reshape(-1, order="C")
 
 
@@ -122,14 +122,14 @@ def _haar_columns(rs: np.random.RandomState, n: int, r: int, decay: float = 0.0)
 def low_rank_matrix(n1: int, n2: int, r: int, *, generator: str = "authors",
                     singular_values: np.ndarray | None = None, decay: float | None = None,
                     seed: int = 0) -> np.ndarray:
-    r"""Ground truth :math:`A^* \in \mathbb{R}^{n_1\times n_2}` of rank ``r`` (spec §3.1), float64.
+    r"""Ground truth :math:`A^* \in \mathbb{R}^{n_1\times n_2}` of rank ``r``, float64.
 
     ``"authors"`` (the official ``get_matrices``): :math:`U_0 \in \mathbb{R}^{n_1\times r}` then
     :math:`V_0 \in \mathbb{R}^{n_2\times r}` i.i.d. :math:`\mathcal N(0, 1)` from
     ``RandomState(seed)``, :math:`W = U_0V_0^\top/\sqrt r` and
     :math:`A^* = W\sqrt{n_1n_2}/\|W\|_F`, so :math:`\|A^*\|_F = \sqrt{n_1 n_2}` and the singular
     values are random. (The authors draw in float32 from torch's RNG, and their ``seed=0`` is
-    unseeded — spec §5 item 30 — so their matrices cannot be reproduced bit for bit.)
+    unseeded, so their matrices cannot be reproduced bit for bit.)
     ``"gaussian"``: the same draws without any normalisation, :math:`A^* = U_0V_0^\top`;
     for r = 1 the :math:`Y^* = u^*v^{*\top}`, :math:`u^*, v^* \sim \mathcal N(0, I)`, of
     Woodworth et al.'s Figure 5 (its singular value :math:`\|u^*\|\|v^*\|` is random).
@@ -404,7 +404,7 @@ def sensing_matrices(A_star: np.ndarray, N: int, tau: float = 0.0, variance: flo
     The first :math:`N_1 = \min(\lfloor\tau N\rfloor, n_1)` rows of :math:`X^{(1)}` are the first
     columns of :math:`U^*` (full SVD of :math:`A^*`), the other rows i.i.d.
     :math:`\mathcal N(0, v)`; the same for :math:`X^{(2)}` with :math:`V^*` and :math:`n_2`
-    (paper's rule; the authors' code picks random columns, spec §3.3). The variance v is
+    (paper's rule; the authors' ``sparse_recovery/matrix_factorization.py`` picks random columns). The variance v is
     ``"1/n_k"`` (:math:`1/n_1` for :math:`X^{(1)}`, :math:`1/n_2` for :math:`X^{(2)}`: the
     authors' default), ``"1/n_k^2"`` (the paper's literal "σ = 1/n₁"), ``"1/N"`` (the
     authors' notebook) or a number. One ``RandomState(seed)`` draws :math:`X^{(1)}` then

@@ -3,7 +3,7 @@ r"""The data of the neural-network experiments (paper §3, Appendix E): the teac
 
 Tasks are torch tensors on the CPU: inputs float32, regression targets float32 (N, c), class
 labels int64 (N,). Every draw uses its own ``numpy.random.RandomState(seed)``, never the global
-state (the authors' notebooks draw the teacher and the inputs unseeded, spec §5 item 37).
+state (the authors' notebooks draw the teacher and the inputs unseeded).
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def teacher_student(d: int = 100, width: int = 500, c: int = 2, n_train: int = 1
     Teacher :math:`y^*(x) = B^*\,\mathrm{ReLU}(A^* x)`, :math:`\mathbb R^d\to\mathbb R^c`, no
     biases, with :math:`A^*\in\mathbb R^{\text{width}\times d}`, :math:`A^*_{ij}\sim\mathcal N(0,1)`
     and :math:`B^*\in\mathbb R^{c\times\text{width}}`, :math:`\text{width}\cdot B^*_{ij}\sim\mathcal N(0,1)`
-    (spec §3.10.1); inputs :math:`x\sim\mathcal N(0, I_d)`. The task carries the outputs and the
+    (the authors' ``non_linear_teacher_student.ipynb``); inputs :math:`x\sim\mathcal N(0, I_d)`. The task carries the outputs and the
     teacher's Jacobians (:func:`teacher_jacobian`, for Sobolev training), not the teacher.
 
     One ``RandomState(seed)`` draws, in this order, :math:`A^*`, :math:`B^*`, the ``n_train``
@@ -147,7 +147,7 @@ def modular_addition(p: int = 97, train_fraction: float = 0.4, *, encoding: str 
     (3763 training and 5646 test pairs for p = 97 and 0.4, where rounding would give 3764).
 
     ``encoding``: ``"one_hot"``, X float32 (N, 2, p), row k the one-hot vector of :math:`x_{k+1}`
-    (the MLP's input, spec §3.10.2); ``"sequence"``, X int64 (N, 4), the tokens
+    (the MLP's input, as in the authors' ``neural_nets/mlp.py``); ``"sequence"``, X int64 (N, 4), the tokens
     :math:`[x_1, p, x_2, p + 1]` (p is "+", p + 1 is "="; a vocabulary of p + 2 tokens, the
     LSTM's input of Figures 54–56).
 

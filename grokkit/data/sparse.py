@@ -3,7 +3,7 @@ r"""Sparse-recovery problems (paper §2 and Appendix C.4–C.5, C.12).
 The measurements are :math:`y^* = \tilde X b^* + \xi` with :math:`\tilde X = X\Phi`,
 :math:`\|b^*\|_0 = s`. Every draw uses its own ``numpy.random.RandomState(seed)`` in
 float64 on the CPU, in the order of the authors' generators, so the same seed gives
-the same problem on any device (and the authors' regression values, spec §3.7).
+the same problem on any device (and the values of the authors' generators in ``sparse_recovery/compressed_sensing.py``).
 """
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def deep_step(factors, op, y, alpha, beta_star, beta2):
     :math:`\mathcal A_k \leftarrow (1 - \alpha\beta_2)\mathcal A_k - \alpha(\prod_{i<k}\mathcal A_i)^\top
     G(A)(\prod_{i>k}\mathcal A_i)^\top - \alpha\beta_* h(\mathcal A_k)`, :math:`G(A) = \mathcal X^*(\mathcal X(A) - y^*)`,
     for the objective :math:`\tfrac12\|\mathcal X(A) - y^*\|^2 + \tfrac{\beta_2}2\sum_k\|\mathcal A_k\|_F^2
-    + \beta_*\sum_k\|\mathcal A_k\|_*` (spec §3.7: the authors' code is right only for L = 2, β₂ = 0)."""
+    + \beta_*\sum_k\|\mathcal A_k\|_*` (the authors' ``sparse_recovery/matrix_factorization.py`` is right only for L = 2, β₂ = 0)."""
     grads = factor_gradients(factors, data_gradient(product(factors), op, y, None))
     nuclear = bool(beta_star.any())
     out = []

@@ -148,7 +148,7 @@ class TwoLayerMLP(nn.Module):
 
 
 class MatrixProductMLP(nn.Module):
-    r"""The authors' MLP for :math:`x_1 \circ x_2 \bmod p` (spec §3.10.2): two embeddings
+    r"""The authors' MLP for :math:`x_1 \circ x_2 \bmod p` (``neural_nets/mlp.py`` of their repository): two embeddings
     :math:`E_1, E_2 \in \mathbb R^{d\times p}` (PyTorch's default init), the product of the two
     embedded tokens read as :math:`k\times k` matrices (:math:`d = k^2`), flattened, then
     :math:`W_2\,\mathrm{ReLU}(W_1 h)` with :math:`W_1 \sim \mathcal N(0, 1/d)`,

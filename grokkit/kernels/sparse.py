@@ -351,7 +351,7 @@ def deep_factors(n: int, depth, init_scale=1e-2, *, init: str = "random", seed: 
     so L = 1 starts where :func:`subgradient` does); ``"constant"``: :math:`\tilde B_k = \mathbf 1`
     (the authors' code, the diagonal of their identity initialisation), so every factor equals
     :math:`\zeta\mathbf 1` and, with :math:`\beta_1 = \beta_2 = 0`, they stay equal forever:
-    :math:`b = u^{\odot L}` is never negative for an even L (spec §3.6). ``depth`` and
+    :math:`b = u^{\odot L}` is never negative for an even L. ``depth`` and
     ``init_scale`` are scalars or (G,) grids of one length; ``n``, ``depth`` >= 1,
     ``init_scale`` >= 0, ``init``, ``seed`` checked."""
     n = check_int("n", n, 1)

@@ -481,7 +481,7 @@ def r(z):
 
     .. math:: p_z(u) = u^4 - 6u^3 + (12 - 2z^2)u^2 - (8 + 10z^2)u + z^2 + z^4;
 
-    p_z has **two** real roots (and a complex pair): r(z) is the smaller (spec §1.1). Computed from the
+    p_z has **two** real roots (and a complex pair): r(z) is the smaller. Computed from the
     eigenvalues of p_z's companion matrices, polished by Newton. :math:`r(z) = z^2/8 + O(z^4)` and
     :math:`r(z) = |z| - 2\sqrt{|z|} + O(1)`: algebraic, where :func:`q` is transcendental. (It equals
     :func:`q_depth` at D = 4, see :func:`parameter_distance_regulariser`.) ``z`` finite with
@@ -497,7 +497,7 @@ def r(z):
 def parameter_distance_regulariser(beta, init_scale):
     r"""[W] eqs. 8–9 for w₀ = 1: :math:`R_\alpha(\beta) = \min_w\|w - \alpha\mathbf 1\|_2^2` s.t.
     :math:`w_+^2 - w_-^2 = \beta`, which separates into :math:`R_\alpha(\beta) = \alpha^2\sum_i r(\beta_i/\alpha^2)`
-    (:func:`r`), with the spec's two corrections: the factor α², missing from [W]'s text, and r the
+    (:func:`r`), with two corrections: the factor α², missing from [W]'s text, and r the
     smaller real root of the quartic. The same Lagrange condition as [W] eq. 57 at D = 4 gives
     :math:`r' = h_4^{-1}`, so :math:`r = q_4` and :math:`R_\alpha = Q^4_{\sqrt\alpha}`: the nearest solution in
     parameter space of the depth-2 network is the gradient-flow solution of the depth-4 one at

@@ -92,7 +92,7 @@ def rho(operator, shape, alpha: float, beta2: float = 0.0, p: float = 2) -> floa
     for p = 2 this is :math:`\sigma_\max(I - \alpha(\mathcal X^*\mathcal X + \beta_2 I))`.
 
     With :math:`\beta_2 = 0` and N < n1·n2 (every experiment of the paper), :math:`X^\top X` is
-    singular and :math:`\rho_2 = 1` exactly (spec §2 caveat, §5 item 4): use :func:`rho_range`."""
+    singular and :math:`\rho_2 = 1` exactly: use :func:`rho_range`."""
     return sparse.rho(measurement_matrix(operator, shape), alpha, beta2, p)
 
 
@@ -125,7 +125,7 @@ def least_squares(operator, shape, y: np.ndarray, beta2: float = 0.0) -> np.ndar
     r""":math:`\hat A = \operatorname{unvec}((X^\top X + \beta_2 I_n)^\dagger X^\top y^*)` (App. D.6.1), shape (n1, n2):
     :func:`grokkit.data.sparse.least_squares` on the measurement matrix.
 
-    (The authors' code adds β₂ to every entry of :math:`X^\top X`, spec §5 item 31; this adds
+    (The authors' ``sparse_recovery/matrix_factorization.py`` adds β₂ to every entry of :math:`X^\top X`; this adds
     :math:`\beta_2 I`.)"""
     X = measurement_matrix(operator, shape)
     y = np.asarray(y, dtype=float)
@@ -172,7 +172,7 @@ def objective(operator, shape, A, y, beta_star, beta2=0.0) -> np.ndarray:
     ``A``: a run's recorded iterates (G, T, n1, n2) with ``config["beta_star"]``). At the ground truth,
     with :math:`y^* = X\operatorname{vec}A^* + \xi`, this is Theorem D.4's
     :math:`f^* = \beta_*\|A^*\|_* + \tfrac{\beta_2}2\|A^*\|_F^2 + \tfrac12\|\xi\|_2^2` (the paper writes
-    :math:`\|\xi\|_2^2`, spec §5 item 9)."""
+    :math:`\|\xi\|_2^2`: the noise enters the objective with its ½)."""
     A = _matrices(A, shape)
     beta_star, beta2 = _per_matrix("beta_star", beta_star, A)[..., 0, 0], _per_matrix("beta2", beta2, A)[..., 0, 0]
     _, r = _residual(operator, shape, A, y)
@@ -193,7 +193,7 @@ def nuclear_subgradient(A) -> np.ndarray:
     r""":math:`h(A) = UV^\top \in \partial\|A\|_*` (App. D.6) for every matrix of ``A`` (..., n1, n2), from
     the thin SVD with all min(n1, n2) singular vectors, those of zero singular values included (the
     kernels' :func:`grokkit.kernels.matrix.nuclear_subgradient`, whose checked numpy front this is). So
-    :math:`\|h(A)\|_F^2 = \|h(A)\|_* = \min(n_1, n_2)` whatever the rank of A (Lemma D.6's proof, spec §5 item 6)."""
+    :math:`\|h(A)\|_F^2 = \|h(A)\|_* = \min(n_1, n_2)` whatever the rank of A (Lemma D.6's proof)."""
     A = np.asarray(A, dtype=float)
     if A.ndim < 2:
         raise ValueError(f"A must have shape (..., n1, n2), got {A.shape}")
@@ -228,7 +228,7 @@ def memorization_time(dist0, n1: int, n2: int, alpha, beta_star, rho_p, p: float
     r"""The memorization step of Theorem D.8,
     :math:`t_1 = \lceil -\ln(1 + (1-\rho_p)\|a^{(1)}-\hat a\|_p/(\alpha\beta_* n^{1/p}))/\ln\rho_p\rceil`, n = n1·n2.
 
-    Reading (spec §2): t counts updates from the initial iterate :math:`a^{(1)}` (the kernels' step 0),
+    Reading: t counts updates from the initial iterate :math:`a^{(1)}` (the kernels' step 0),
     ``dist0`` is :math:`\|a^{(1)}-\hat a\|_p`; then Lemma D.7 reads
     :math:`\|a^{(t)}-\hat a\|_p \le \rho_p^t\|a^{(1)}-\hat a\|_p + \alpha\beta_* n^{1/p}(1-\rho_p^t)/(1-\rho_p)`
     (Lemma D.11 gives :math:`\|\operatorname{vec}h\|_p \le n^{1/p}`) and for every t ≥ t₁,
@@ -271,7 +271,7 @@ def ball_entry_time(dist0, n1: int, n2: int, alpha, beta_star, rho_p, p: float =
 
     ``condition="corrected"`` uses the formula when :math:`d_0 > \alpha\beta_* n^{1/p}/(1-\rho_p)`, else 0.
     ``condition="printed"`` uses it when :math:`d_0 > \alpha\beta_*/(1-\rho_p)`, the paper's condition
-    without :math:`n^{1/p}` (spec §5 item 7): for p < inf and
+    without :math:`n^{1/p}`: for p < inf and
     :math:`\alpha\beta_*/(1-\rho_p) < d_0 \le \alpha\beta_* n^{1/p}/(1-\rho_p)` it returns a negative step (the
     logarithm's argument is at most 1), where the corrected condition gives 0."""
     n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
@@ -311,7 +311,7 @@ def generalization_delay(A_hat: np.ndarray, alpha, beta_star):
 
 
 def generalization_delay_code(A_hat: np.ndarray, A_star: np.ndarray, alpha, beta_star):
-    r"""The authors' code's prediction :math:`\|\hat A - A^*\|_{2\to2}/(\alpha\beta_*)` (spec §5 item 22)."""
+    r"""The authors' code's prediction :math:`\|\hat A - A^*\|_{2\to2}/(\alpha\beta_*)` (``sparse_recovery/matrix_factorization.py``)."""
     check_finite("A_hat", A_hat)
     check_finite("A_star", A_star)
     alpha, beta_star = _hyper(alpha, beta_star)
@@ -335,7 +335,7 @@ def least_squares_residual_printed(operator, shape, A_star, beta2: float, noise_
     :math:`y^* = Xa^* + \xi`, Cov ξ = σ_ξ² I_N, σ_i the nonzero eigenvalues of :math:`X^\top X`, ``noise_std`` = σ_ξ:
     Theorem C.9 (:func:`grokkit.theory.sparse.least_squares_residual_printed`) for X and :math:`a^* = \operatorname{vec}A^*`.
 
-    The first term is wrong (spec §2, §5 item 8): its factor :math:`\sigma_i^2` should be :math:`\sigma_i`
+    The first term is wrong (the proof's last line has the right one): its factor :math:`\sigma_i^2` should be :math:`\sigma_i`
     (:func:`least_squares_residual_corrected`). The two agree when every nonzero σ_i is 1 (completion)
     or β₂ = 0."""
     return sparse.least_squares_residual_printed(*_vectorised(operator, shape, A_star), beta2, noise_std, tol)
@@ -343,7 +343,7 @@ def least_squares_residual_printed(operator, shape, A_star, beta2: float, noise_
 
 def least_squares_residual_corrected(operator, shape, A_star, beta2: float, noise_std: float = 0.0,
                                      tol: float = 1e-10) -> float:
-    r"""Theorem D.9 **corrected** (spec §2, §5 item 8): :math:`\mathbb E_\xi\|X\hat a - y^*\|_2^2 =
+    r"""Theorem D.9 **corrected** (the proof's last line): :math:`\mathbb E_\xi\|X\hat a - y^*\|_2^2 =
     \sum_{i\le r_X}\frac{\beta_2^2\sigma_i}{(\sigma_i+\beta_2)^2}(V_X^\top a^*)_i^2 + \sigma_\xi^2\sum_{i\le r_X}\big(\frac{\beta_2}{\sigma_i+\beta_2}\big)^2
     + \sigma_\xi^2(N - r_X)`: :func:`grokkit.theory.sparse.least_squares_residual_corrected` for X and vec A*.
     Differs from :func:`least_squares_residual_printed` only in the first term (:math:`\sigma_i` in place
@@ -422,7 +422,7 @@ def nuclear_singular_values(sigma, alpha, steps: int, beta_star=1.0, svd: str = 
 
     In closed form: :math:`\sigma_i^{(k)} = \sigma_i - k\alpha\beta_*` for :math:`k \le t_i` (:func:`nuclear_entry_step`),
     then it alternates :math:`\sigma_i^\circ \leftrightarrow \alpha\beta_* - \sigma_i^\circ`,
-    :math:`\sigma_i^\circ = \sigma_i - t_i\alpha\beta_*`. What the theorem's claims become (spec §5 item 10):
+    :math:`\sigma_i^\circ = \sigma_i - t_i\alpha\beta_*`. What the theorem's claims become:
     (1) "A stationary iff σ_max < αβ*" fails: that set is invariant but the map is **2-periodic** there,
     :math:`A^{(t+2)} = A^{(t)} \ne A^{(t+1)}`; (2) holds (generic σ); (3) the rank formula
     :math:`|\{i: \sigma_i/\alpha\beta_* \in \mathbb Z\}|` counts the singular values that vanish (at alternate

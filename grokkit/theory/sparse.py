@@ -167,7 +167,7 @@ def objective(X, y, b, beta1, beta2=0.0) -> np.ndarray:
     one value per configuration (the leading axis of ``b``: a run's recorded iterates (G, T, n) with
     ``config["beta1"]``). At the ground truth, with :math:`y^* = \tilde Xb^* + \xi`, this is Theorem C.3's
     :math:`f^* = \beta_1\|b^*\|_1 + \tfrac{\beta_2}2\|b^*\|_2^2 + \tfrac12\|\xi\|_2^2` (the paper prints
-    :math:`\|\xi\|_2^2`, spec §5 item 14)."""
+    :math:`\|\xi\|_2^2`: the noise enters the objective with its ½)."""
     X, y, b = _inputs(X, y, b)
     beta1 = _per_configuration("beta1", beta1, b.shape[:-1])
     beta2 = _per_configuration("beta2", beta2, b.shape[:-1])
@@ -296,7 +296,7 @@ def ball_entry_time(dist0, n: int, alpha, beta1, rho_p, p: float = 2, condition:
               \ \text{ if } d_0 > \frac{\alpha\beta_1 n^{1/p}}{1-\rho_p}, \text{ else } 0,
 
     :math:`d_0 = \|b^{(1)}-\hat b\|_p` (``dist0``): from there :math:`\rho_p^t d_0 \le \alpha\beta_1 n^{1/p}/(1-\rho_p)`,
-    and Lemma C.7 gives the ball. (The paper's condition lacks :math:`n^{1/p}`, spec §5 item 7: with it,
+    and Lemma C.7 gives the ball. (The paper's condition lacks :math:`n^{1/p}`: with it,
     the formula can return a negative step; see :func:`grokkit.theory.matrix.ball_entry_time`.) Infinite unless
     :math:`0 < \rho_p < 1` and :math:`\beta_1 > 0`; broadcasts over arrays.
 
@@ -399,7 +399,7 @@ def generalization_delay(b_hat: np.ndarray, alpha, beta1):
 
 
 def generalization_delay_code(b_hat: np.ndarray, b_star: np.ndarray, alpha, beta1):
-    r"""The authors' code's prediction :math:`\|\hat b - b^*\|_\infty/(\alpha\beta_1)` (spec §5 item 6)."""
+    r"""The authors' code's prediction :math:`\|\hat b - b^*\|_\infty/(\alpha\beta_1)` (``sparse_recovery/compressed_sensing.py``)."""
     check_finite("b_hat", b_hat)
     check_finite("b_star", b_star)
     alpha, beta1 = _hyper(alpha, beta1)
@@ -437,7 +437,7 @@ def least_squares_residual_printed(X, b_star, beta2: float, noise_std: float = 0
     Cov ξ = σ_ξ² I_N, :math:`\lambda_i` the nonzero eigenvalues of :math:`\tilde X^\top\tilde X`,
     ``noise_std`` = σ_ξ, ``X`` = X̃ (N, n), ``b_star`` (n,).
 
-    The first term is wrong (spec §2, §5 item 8): its factor :math:`\lambda_i^2` should be :math:`\lambda_i`
+    The first term is wrong (the proof's last line has the right one): its factor :math:`\lambda_i^2` should be :math:`\lambda_i`
     (:func:`least_squares_residual_corrected`). The two agree when every nonzero λ_i is 1 or β₂ = 0.
     Theorem D.9 is the same statement on vec A (:func:`grokkit.theory.matrix.least_squares_residual_printed`)."""
     lam, proj, beta2, noise = _residual_terms(X, b_star, beta2, noise_std, tol)
@@ -445,7 +445,7 @@ def least_squares_residual_printed(X, b_star, beta2: float, noise_std: float = 0
 
 
 def least_squares_residual_corrected(X, b_star, beta2: float, noise_std: float = 0.0, tol: float = 1e-10) -> float:
-    r"""Theorem C.9 **corrected** (the proof's last line; spec §2, §5 item 8): :math:`\mathbb E_\xi\|\tilde X\hat b
+    r"""Theorem C.9 **corrected** (the proof's last line): :math:`\mathbb E_\xi\|\tilde X\hat b
     - y^*\|_2^2 = \sum_{i\le r_X}\frac{\beta_2^2\lambda_i}{(\lambda_i+\beta_2)^2}(V_X^\top b^*)_i^2 +
     \sigma_\xi^2\sum_{i\le r_X}\big(\frac{\beta_2}{\lambda_i+\beta_2}\big)^2 + \sigma_\xi^2(N - r_X)`. Differs from
     :func:`least_squares_residual_printed` only in the first term (:math:`\lambda_i` in place of
