@@ -95,7 +95,7 @@ def machine() -> dict[str, Any]:
         "host": socket.gethostname(), "cpu": cpu, "cores": cores,
         "vector_extensions": sorted(flags & {"avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl", "neon"}),
         "torch_threads": torch.get_num_threads(),
-        "thread_variables": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+        "thread_variables": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
                              if k in os.environ},
         "versions": {"python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__},
     }

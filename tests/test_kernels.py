@@ -215,6 +215,41 @@ def test_fused_steps_on_two_threads_are_those_on_one_bit_for_bit(method, every_c
             np.testing.assert_array_equal(getattr(runs[threads], name), getattr(runs["1"], name), err_msg=name)
 
 
+_WAIT_POLICY = """
+import builtins, os, sys
+seen = {}
+load = builtins.__import__
+def spy(name, *args, **kwargs):
+    if name == "torch" and "torch" not in sys.modules:
+        seen["policy"] = os.environ.get("OMP_WAIT_POLICY")
+    return load(name, *args, **kwargs)
+builtins.__import__ = spy
+%s
+import grokkit
+print(seen.get("policy"), grokkit._threads_sleep)
+"""
+
+
+@pytest.mark.parametrize("first, env, expected", [
+    ("", None, "PASSIVE True"),             # grokkit first: torch's threads sleep
+    ("", "active", "active False"),         # the user's policy wins, and the kernels keep one thread
+    ("import torch", None, "None False"),   # torch first: its policy is its default, one thread
+])
+def test_torch_threads_sleep_when_they_wait(first, env, expected):
+    """OpenMP reads its wait policy once, when torch loads: ``import grokkit`` sets it first, and
+    the kernels use torch's threads only where they sleep (spinning threads ran 20 times slower)."""
+    import os
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if env is not None:
+        environ["OMP_WAIT_POLICY"] = env
+    out = subprocess.run([sys.executable, "-c", _WAIT_POLICY % first], env=environ, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    assert " ".join(out[-2:]) == expected
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_batch_of_problems_equals_each_problem(method):
     probs = [data.sparse.problem(40, 3, 15, variance="1/N", seed=s) for s in range(3)]

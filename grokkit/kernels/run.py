@@ -228,8 +228,13 @@ class Progress:
 @contextmanager
 def cpu_threads(device: torch.device, work: float):
     """Run small problems on one CPU thread: below ~1e6 multiply-adds per step, intra-op
-    threads only add synchronisation, and they spin badly when the CPU is shared."""
-    if device.type != "cpu" or work > 1e6:
+    threads only add synchronisation. Larger ones use torch's threads only where they sleep
+    while they wait (OpenMP's passive policy, which ``import grokkit`` sets before torch loads):
+    spinning threads made a run of 1.3e6 multiply-adds per step 20 times slower on two
+    threads than on one while another process used the cores."""
+    import grokkit
+
+    if device.type != "cpu" or (work > 1e6 and grokkit._threads_sleep):
         yield
         return
     threads = torch.get_num_threads()
