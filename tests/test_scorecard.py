@@ -217,3 +217,14 @@ def test_a_page_without_a_record_says_how_far_its_checkpointed_run_has_come(book
     with checkpoint.scope("grokkit.kernels.sparse.subgradient", "abc", None):
         checkpoint.Checkpoint("subgradient", ()).save({"x": 1}, t=5, steps=10)
     assert "under way" not in section_text(book, "fig07-coherence")[1]
+
+
+def test_the_cost_table_takes_a_records_wall_time_else_the_projection(book: Path, monkeypatch) -> None:
+    """``{paper-costs}``: one source for the pages and the benchmarks page."""
+    monkeypatch.setitem(pages.PAPER_COSTS, "thm-c08-memorization",
+                        {"cpu_s": "600", "gpu_s": "30", "how": "projected from a 5 % slice"})
+    body, unknown = pages.cost_rows(book, scorecard.rows(book))
+    assert body == [["Theorem C.8", "10 min", "30 s", "projected from a 5 % slice"]] and unknown == 1
+    write_record(book, "thm-c08-memorization", [True])
+    body, _ = pages.cost_rows(book, scorecard.rows(book))
+    assert body == [["Theorem C.8", "24 min", "30 s", "measured: the whole preset, its record of 2026-11-27"]]

@@ -405,14 +405,44 @@ class FigureNumbers(SphinxDirective):
                        [20, 30, 50], ["figure-numbers"])]
 
 
-class PaperCosts(SphinxDirective):
-    """``{paper-costs}``: every measured cost of a page's paper preset, as the pages state it."""
+def cost_rows(root: Path, table: list[scorecard.Row]) -> tuple[list[list[str]], int]:
+    """The cost of each page's paper preset, as the pages state it: the wall time of its record
+    where it has one (a run of the whole preset, in the GPU column where it ran on one), else the
+    projection of :data:`PAPER_COSTS`; and the number of pages with neither."""
+    body, unknown = [], 0
+    for row in table:
+        cost = PAPER_COSTS.get(row.stem)
+        cpu = _duration(float(cost["cpu_s"])) if cost else "—"
+        gpu = _duration(float(cost["gpu_s"])) if cost and cost["gpu_s"] else "—"
+        if row.paper is not None and row.paper.duration_s is not None:
+            chapter = row.docname[len(GENERATED):].split("/")[0]
+            prov = (records.read(root, chapter, row.stem) or {}).get("provenance") or {}
+            machine = prov.get("machine") or {}
+            if machine.get("gpu") or machine.get("device") == "cuda":
+                gpu = _duration(row.paper.duration_s)
+            else:
+                cpu = _duration(row.paper.duration_s)
+            cached = str(prov.get("cached_runs", ""))
+            reused = (f", {cached} runs read from the result cache"
+                      if cached[:1].isdigit() and not cached.startswith("0 ") else "")
+            body.append([row.item, cpu, gpu, f"measured: the whole preset, its record of "
+                         f"{str(prov.get('started_at', '?'))[:10]}{reused}" + (" (stale)" if row.paper.stale else "")])
+        elif cost is not None:
+            body.append([row.item, cpu, gpu, cost["how"]])
+        else:
+            unknown += 1
+    return body, unknown
+
+
+class PaperCosts(ScorecardDirective):
+    """``{paper-costs}``: :func:`cost_rows` as a table, and the pages with no cost yet."""
 
     def run(self) -> list[nodes.Node]:
-        body = [[stem, _duration(float(row["cpu_s"])), _duration(float(row["gpu_s"])) if row["gpu_s"] else "—",
-                 row["how"]] for stem, row in PAPER_COSTS.items()]
-        return [_table(["page", "2-core CPU", "one GPU", "how it was measured"], body, [30, 12, 12, 46],
-                       ["paper-costs"])]
+        table, _ = self.load()
+        body, unknown = cost_rows(Path(self.env.srcdir), table)
+        note = nodes.paragraph(text=f"{_count(unknown, 'page')} without a record or a projection yet.")
+        return [_table(["page", "2-core CPU", "one GPU", "how it was measured"], body, [22, 12, 12, 54],
+                       ["paper-costs"]), note]
 
 
 def setup(app: Any) -> dict[str, Any]:
