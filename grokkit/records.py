@@ -150,17 +150,25 @@ def _resolve(name: str) -> Any:
     return None
 
 
+def _file(name: str) -> str | None:
+    """The SHA-256 (16 hex digits) of the C source ``file:NAME`` of grokkit's kernels, None if it is gone."""
+    path = Path(__file__).parent / "kernels" / name.removeprefix("file:")
+    return _sha256(path.read_bytes())[:16] if path.is_file() else None
+
+
 def code(kernels: list[str]) -> dict[str, str]:
     """The SHA-256 (16 hex digits) of each grokkit function and class the page's cached runs
-    (``kernels``, by qualified name) depend on (:func:`grokkit.checkpoint.sources`), and of the
-    fused steps' C sources: what a record is stale against."""
+    (``kernels``, by qualified name) depend on (:func:`grokkit.checkpoint.sources`), and of the C
+    source of the fused steps among them (their ``source``): what a record is stale against."""
     from grokkit import checkpoint
 
     objects = [obj for obj in map(_resolve, kernels) if obj is not None]
     found = checkpoint.sources(objects)
-    for path in sorted((Path(__file__).parent / "kernels").glob("*.c")):
-        found[f"file:{path.name}"] = _sha256(path.read_bytes())[:16]
-    return found
+    for name in list(found):
+        source = getattr(_resolve(name), "source", None)
+        if isinstance(source, Path) and source.suffix == ".c":
+            found[f"file:{source.name}"] = _file(source.name)
+    return dict(sorted(found.items()))
 
 
 # ----------------------------------------------------------------------------- writing
@@ -272,7 +280,7 @@ def stale(root: Path, data: dict[str, Any]) -> list[str]:
         reasons.append(f"the page ({data.get('source')}) was edited")
     recorded = data.get("code") or {}
     kernels = [name for name in recorded if not name.startswith("file:")]
-    now = code(kernels)
+    now = {**code(kernels), **{name: _file(name) for name in recorded if name.startswith("file:")}}
     changed = sorted(name for name, digest in recorded.items() if now.get(name) != digest)
     if changed:
         shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")

@@ -190,7 +190,7 @@ def test_a_run_stopped_at_the_deadline_resumes_bit_identical(name, path, folders
 
 
 @pytest.mark.skipif(not FUSED, reason="no fused CPU steps on this machine")
-@pytest.mark.parametrize("name", ["sparse-subgradient", "matrix-subgradient"])
+@pytest.mark.parametrize("name", ["sparse-subgradient", "matrix-subgradient", "diagonal-logistic"])
 def test_the_fused_path_really_ran(name):
     assert CALLS[name]()().backend == "fused"
 

@@ -1,6 +1,7 @@
 """The fused CPU steps of problems of their own (grokkit.kernels.fused.ProblemSteps: X or y one per
-configuration, as the stacked N sweeps of Figures 13-24 and 27-29) and of the deep diagonal network
-(fused.DeepSteps, Figures 30-35) against the PyTorch steps: every recorded iterate and curve; the
+configuration, as the stacked N sweeps of Figures 13-24 and 27-29), of the deep diagonal network
+(fused.DeepSteps, Figures 30-35) and of the background chapter's diagonal network
+(fused.DiagonalSteps) against the PyTorch steps: every recorded iterate and curve; the
 same bits on 1, 2 or 3 threads and in the AVX-512 build; the periodic stop and a divergence on the
 fused path; restore() from a checkpoint."""
 from __future__ import annotations
@@ -104,7 +105,38 @@ def test_deep_network_equals_the_pytorch_steps(shared, penalties, monkeypatch) -
     assert_close(mine, reference)
 
 
-@pytest.mark.parametrize("kernel", ["ista", "projected_subgradient", "deep"])
+@pytest.mark.parametrize("loss", ["square", "logistic"])
+@pytest.mark.parametrize("shared", [True, False], ids=["shared X", "one X per configuration"])
+def test_diagonal_network_equals_the_pytorch_steps(loss, shared, monkeypatch) -> None:
+    """Woodworth et al.'s eq. 10 and Lyu et al.'s eq. 4 at depths 1 to 4 in one grid, with and without
+    β₁ and β₂ (coupled weight decay), on one X or one per configuration (an n that is not a multiple
+    of 4: the padding columns stay zero); labels ±1 for the logistic loss, with a test set."""
+    rng = np.random.default_rng(3)
+    n, N, G = 37, 12, 6
+    X = rng.standard_normal((N, n) if shared else (G, N, n)) / np.sqrt(N)
+    b_star = np.zeros(n)
+    b_star[:3] = [1.0, -2.0, 0.5]
+    y = X @ b_star
+    extra = {"b_star": b_star}
+    if loss == "logistic":
+        y = np.sign(y)
+        X_test = rng.standard_normal((40, n))
+        extra = {"X_test": X_test, "y_test": np.sign(X_test @ b_star)}
+    mine, reference = both(monkeypatch, sparse.diagonal_net, X, y, loss=loss, depth=[1, 2, 3, 4, 2, 2],
+                           alpha=[0.05, 0.1, 0.05, 0.02, 0.1, 0.1] if loss == "square" else 0.5,
+                           beta1=[0.0, 1e-3, 0.0, 1e-4, 0.0, 1e-3], beta2=[1e-3, 0.0, 1e-2, 0.0, 1e-3, 0.0],
+                           init_scale=0.3, steps=1500, dense=100, per_decade=20, record_b=True,
+                           stop_periodic=False, **extra)
+    assert not reference.diverged.any() and np.abs(reference.b_final).max() > 0.1  # the network moved
+    assert_close(mine, reference, skip=("grad_ratio",))
+    operands = {"X": torch.as_tensor(X), "y": torch.as_tensor(y)}
+    config = {"alpha": np.full(G, 0.1), "beta1": np.zeros(G), "beta2": np.zeros(G)}
+    steps = fused.diagonal_steps(loss)("diagonal_net", operands, config,
+                                       [torch.ones(G, 2, n, dtype=torch.float64), torch.full((G, 1), 2.0)])
+    assert isinstance(steps, fused.DiagonalSteps) and steps.fields["rows"].tolist() == [N] * G
+
+
+@pytest.mark.parametrize("kernel", ["ista", "projected_subgradient", "deep", "diagonal_net"])
 def test_the_same_bits_on_one_two_and_three_threads(kernel, monkeypatch) -> None:
     """The threads take whole configurations from a shared counter: 7 of them over 1, 2 or 3
     threads give the same records, bit for bit (every chunk split: THREAD_WORK = 0)."""
@@ -114,7 +146,8 @@ def test_the_same_bits_on_one_two_and_three_threads(kernel, monkeypatch) -> None
     split = fused.threads
     monkeypatch.setattr(fused, "threads", lambda work: splits.append(split(work)) or splits[-1])
     X, y, b_star = stacked((8, 14, 20, 11, 17, 9, 20))
-    extra = {"depth": [1, 2, 3, 4, 2, 3, 4], "init_scale": 0.5, "alpha": 0.05} if kernel == "deep" else {"alpha": 0.1}
+    extra = ({"depth": [1, 2, 3, 4, 2, 3, 4], "init_scale": 0.5, "alpha": 0.05} if kernel in ("deep", "diagonal_net")
+             else {"alpha": 0.1})
     runs = {}
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("OMP_NUM_THREADS", threads)
@@ -166,6 +199,9 @@ def _sparse(kind: str):
         depth = np.array([1, 2, 3, 4])
         B0 = torch.as_tensor(sparse.deep_factors(30, depth, 0.5))
         return fused.deep_steps("deep", {"X": X, "y": y}, {**hyper, "alpha": np.full(4, 0.05), "depth": depth}, B0)
+    if kind == "diagonal":
+        x0 = [torch.full((4, 2, 30), 0.5, dtype=torch.float64), torch.tensor([[1.0], [2.0], [3.0], [2.0]])]
+        return fused.diagonal_steps("logistic")("diagonal_net", {"X": X, "y": torch.sign(y)}, hyper, x0)
     b0 = torch.as_tensor(sparse.initial_point(30, 0.1)).expand(4, -1)
     if kind == "stacked":
         return fused.sparse_steps("projected_subgradient", {"X": X, "y": y, "P": torch.linalg.pinv(X)}, hyper, b0)
@@ -183,6 +219,7 @@ def _matrix():
 
 
 BUILDERS = {"stacked, projected": lambda: _sparse("stacked"), "deep": lambda: _sparse("deep"),
+            "diagonal network": lambda: _sparse("diagonal"),
             "shared X (FusedSteps)": lambda: _sparse("shared"), "matrix completion": _matrix}
 
 
@@ -207,17 +244,19 @@ def test_restore_from_a_checkpoint_continues_the_run(kind) -> None:
     second.advance(39)
     for age in (0, 1, 2):
         torch.testing.assert_close(second.iterate(age), first.iterate(age), rtol=0, atol=0)
+    short = [x[:2] for x in checkpoint[1]] if isinstance(checkpoint[1], list) else checkpoint[1][:2]
     with pytest.raises(ValueError, match=r"x1 must have shape \(3, "):
-        second.restore(checkpoint[0], checkpoint[1][:2], checkpoint[2])
+        second.restore(checkpoint[0], short, checkpoint[2])
 
 
-@pytest.mark.parametrize("kernel", ["subgradient", "deep"])
+@pytest.mark.parametrize("kernel", ["subgradient", "deep", "diagonal_net"])
 def test_the_avx512_build_gives_the_same_bits(kernel, monkeypatch) -> None:
     """The steps of problems of their own use 256-bit vectors in either build (GROKKIT_FUSED_ISA)."""
     if "avx512f" not in fused._cpu_flags():
         pytest.skip("no AVX-512 on this machine")
     X, y, b_star = stacked()
-    extra = {"depth": [1, 2, 3], "init_scale": 0.5, "alpha": 0.05} if kernel == "deep" else {"alpha": 0.1}
+    extra = ({"depth": [1, 2, 3], "init_scale": 0.5, "alpha": 0.05} if kernel in ("deep", "diagonal_net")
+             else {"alpha": 0.1})
     runs = {}
     for isa, lanes in (("avx512", 8), ("avx2", 4)):
         monkeypatch.setenv("GROKKIT_FUSED_ISA", isa)

@@ -148,6 +148,17 @@ def test_the_code_of_a_record_is_its_kernels_and_what_they_call() -> None:
     found = records.code(["grokkit.kernels.sparse.subgradient"])
     assert "grokkit.kernels.sparse.subgradient" in found and "grokkit.kernels.sparse.subgradient_step" in found and "grokkit.kernels.run.run" in found
     assert "file:fused.c" in found and "grokkit.plots.new_figure" not in found
+    # the C source of the fused steps the runs may take, and only that
+    assert "file:fused_matrix.c" in records.code(["grokkit.kernels.matrix.subgradient"])
+    assert not [name for name in records.code(["grokkit.theory.sparse.rho"]) if name.startswith("file:")]
+
+
+def test_a_record_is_stale_when_the_c_source_of_its_fused_steps_changed(recorded: Path) -> None:
+    data = records.read(recorded, "demo", "fig07-tiny")
+    data["code"] = records.code(["grokkit.kernels.sparse.subgradient"])
+    assert records.stale(recorded, data) == []
+    data["code"]["file:fused.c"] = "0" * 16
+    assert records.stale(recorded, data) == ["the code its runs depend on changed: file:fused.c"]
 
 
 def test_a_worker_with_other_grokkit_code_publishes_nothing(repo: Path, monkeypatch: pytest.MonkeyPatch,

@@ -10,8 +10,9 @@
  * of LANES): they share nothing but the problem, so the iterates are the same, bit for bit, on one
  * thread or several.
  *
- * grokkit_problem_steps: a problem per configuration (X or y one per configuration), and the deep
- * diagonal network, in PyTorch's configuration-major layout (below).
+ * grokkit_problem_steps: a problem per configuration (X or y one per configuration), the deep
+ * diagonal network and the diagonal network of Woodworth et al. and Lyu et al., in PyTorch's
+ * configuration-major layout (below).
  *
  * Compiled on first use by grokkit/kernels/fused.py; the PyTorch steps are the reference.
  */
@@ -269,7 +270,7 @@ static void sweep(int rows, int ld, const double *X, const double *M, const doub
 
 /* The arguments of grokkit_problem_steps, shared by its threads (`next`: the next entry of order). */
 typedef struct {
-  int method, G, n, ld, L;
+  int method, G, N, n, ld, L;
   long k;
   const double *X, *M, *y;
   long sx, sm, sy;
@@ -362,15 +363,111 @@ static void deep_configuration(const Problems *p, int g, double *work) {
   for (int l = 0; l < L; l++) memcpy(p->B + ((long)g * L + l) * n, F + (long)l * ld, row);
 }
 
+/* w^(D-1), lane by lane (1 for D = 1), by repeated products: W ** (D - 1) in the PyTorch steps, W for D = 2. */
+static inline __m256d vpower(__m256d w, int D) {
+  __m256d out = D > 1 ? w : _mm256_set1_pd(1.0);
+  for (int l = 2; l < D; l++) out = _mm256_mul_pd(out, w);
+  return out;
+}
+
+/* [sum of a0's lanes, a1's, a2's, a3's]. */
+static inline __m256d hsum4(__m256d a0, __m256d a1, __m256d a2, __m256d a3) {
+  __m256d t0 = _mm256_hadd_pd(a0, a1), t1 = _mm256_hadd_pd(a2, a3);
+  return _mm256_add_pd(_mm256_permute2f128_pd(t0, t1, 0x20), _mm256_permute2f128_pd(t0, t1, 0x31));
+}
+
+/* beta = w+^D - w-^D for 4 entries. */
+static inline __m256d diagonal_beta(__m256d p, __m256d m, int D) {
+  return _mm256_sub_pd(_mm256_mul_pd(p, vpower(p, D)), _mm256_mul_pd(m, vpower(m, D)));
+}
+
+/* z = X beta over the lr rows (a multiple of 4), X given by columns: column j at Xt + j lr. */
+static void diagonal_forward(int lr, int ld, int D, const double *Xt, const double *wp, const double *wm,
+                             double *z) {
+  memset(z, 0, sizeof(double) * (size_t)lr);
+  for (int j = 0; j < ld; j += 4) {
+    double beta[4];
+    _mm256_storeu_pd(beta, diagonal_beta(_mm256_loadu_pd(wp + j), _mm256_loadu_pd(wm + j), D));
+    for (int c = 0; c < 4; c++) {
+      const double *x = Xt + (long)(j + c) * lr;
+      __m256d b = _mm256_set1_pd(beta[c]);
+      for (int q = 0; q < lr; q += 4) _mm256_storeu_pd(z + q, _mm256_fmadd_pd(_mm256_loadu_pd(x + q), b, _mm256_loadu_pd(z + q)));
+    }
+  }
+}
+
+/* k updates of the diagonal network g (method 4: square loss, 5: logistic; Woodworth et al. eq. 10,
+ * Lyu et al. eq. 4): the branches w+ = B_g0 and w- = B_g1, beta = w+^D - w-^D (D = depth[g]),
+ *   w+- <- w+- - alpha (+-D w+-^(D-1) (X^T r) + beta1 sign(w+-) + beta2 w+-),
+ * r = X beta - y (square) or -y sigma(-y X beta) / N (logistic), as the PyTorch steps order them,
+ * in `work` (2 ld + 2 lr doubles). X comes by columns (Xt: ld columns of lr doubles, lr = N rounded
+ * up to 4, zero rows and columns after the last) and is read once a step, in order: 4 columns give
+ * their 4 entries of X^T r, the entries are updated, and the same columns (in the first-level
+ * cache) add their new beta to X beta for the next step. Where X outgrows the caches (Lyu et al.'s
+ * n = 1e5) the PyTorch steps read it from memory twice a step. */
+static void diagonal_configuration(const Problems *p, int g, double *work) {
+  int n = p->n, ld = p->ld, D = p->depth[g], rows = p->rows[g], lr = (p->N + 3) & ~3, logistic = p->method == 5;
+  const double *Xt = p->X + g * p->sx, *y = p->y + g * p->sy;
+  __m256d a = _mm256_set1_pd(p->alpha[g]), b1 = _mm256_set1_pd(p->beta1[g]), b2 = _mm256_set1_pd(p->beta2[g]);
+  __m256d depth = _mm256_set1_pd((double)D), zero = _mm256_setzero_pd();
+  double *wp = work, *wm = wp + ld, *z = wm + ld, *r = z + lr;
+  size_t row = sizeof(double) * (size_t)n;
+  memset(work, 0, sizeof(double) * (2 * (size_t)ld + 2 * (size_t)lr));
+  memcpy(wp, p->B + (long)g * 2 * n, row);
+  memcpy(wm, p->B + ((long)g * 2 + 1) * n, row);
+  diagonal_forward(lr, ld, D, Xt, wp, wm, z);
+  for (long t = 0; t < p->k; t++) {
+    if (t >= p->k - 2) {
+      memcpy(p->B2 + (long)g * 2 * n, p->B1 + (long)g * 2 * n, 2 * row);
+      memcpy(p->B1 + (long)g * 2 * n, wp, row);
+      memcpy(p->B1 + ((long)g * 2 + 1) * n, wm, row);
+    }
+    for (int q = 0; q < rows; q++)
+      r[q] = logistic ? 1.0 / (1.0 + exp(y[q] * z[q])) * y[q] * (-1.0 / p->N) /* sigmoid(-y z) y (-1/N) */
+                      : z[q] - y[q];
+    memset(z, 0, sizeof(double) * (size_t)lr);
+    for (int j = 0; j < ld; j += 4) {
+      const double *x = Xt + (long)j * lr;
+      __m256d acc[4] = {zero, zero, zero, zero};
+      for (int q = 0; q < lr; q += 4) {
+        __m256d rq = _mm256_loadu_pd(r + q);
+        for (int c = 0; c < 4; c++) acc[c] = _mm256_fmadd_pd(_mm256_loadu_pd(x + (long)c * lr + q), rq, acc[c]);
+      }
+      __m256d grad = _mm256_mul_pd(hsum4(acc[0], acc[1], acc[2], acc[3]), depth);
+      __m256d w[2] = {_mm256_loadu_pd(wp + j), _mm256_loadu_pd(wm + j)}, next[2];
+      for (int s = 0; s < 2; s++) {
+        __m256d update = _mm256_mul_pd(vpower(w[s], D), s ? _mm256_sub_pd(zero, grad) : grad);
+        update = _mm256_add_pd(update, _mm256_mul_pd(b1, vsign(w[s])));
+        update = _mm256_add_pd(update, _mm256_mul_pd(b2, w[s]));
+        next[s] = _mm256_sub_pd(w[s], _mm256_mul_pd(a, update));
+      }
+      _mm256_storeu_pd(wp + j, next[0]);
+      _mm256_storeu_pd(wm + j, next[1]);
+      double beta[4];
+      _mm256_storeu_pd(beta, diagonal_beta(next[0], next[1], D));
+      for (int c = 0; c < 4; c++) {
+        __m256d b = _mm256_set1_pd(beta[c]);
+        for (int q = 0; q < lr; q += 4)
+          _mm256_storeu_pd(z + q, _mm256_fmadd_pd(_mm256_loadu_pd(x + (long)c * lr + q), b, _mm256_loadu_pd(z + q)));
+      }
+    }
+  }
+  memcpy(p->B + (long)g * 2 * n, wp, row);
+  memcpy(p->B + ((long)g * 2 + 1) * n, wm, row);
+}
+
 /* One thread: configurations from the shared counter until none is left, in a work space of its own
  * (none taken if it cannot allocate one: the others do them). */
 static void *problem_worker(void *arg) {
   Problems *p = arg;
-  size_t bytes = sizeof(double) * (2 * (size_t)p->L + 2) * (size_t)p->ld; /* deep; >= 3 ld, sparse */
+  size_t doubles = (2 * (size_t)p->L + 2) * (size_t)p->ld; /* deep; >= 3 ld, sparse */
+  if (p->method >= 4) doubles = 2 * (size_t)p->ld + 2 * (size_t)((p->N + 3) & ~3); /* diagonal: w+-, z, r */
   double *work = 0;
-  if (posix_memalign((void **)&work, 64, bytes)) return 0;
+  if (posix_memalign((void **)&work, 64, sizeof(double) * doubles)) return 0;
   for (int i; (i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->G;) {
-    if (p->method == 3)
+    if (p->method >= 4)
+      diagonal_configuration(p, p->order[i], work);
+    else if (p->method == 3)
       deep_configuration(p, p->order[i], work);
     else
       sparse_configuration(p, p->order[i], work);
@@ -381,12 +478,15 @@ static void *problem_worker(void *arg) {
 
 /* k updates of every configuration on `threads` threads. method 0, 1, 2: the sparse methods (L = 1,
  * depth unused; M = X for 0 and 1, P^T for 2); 3: the deep network, L layers, depth[g] of them moving
- * (M unused). Returns 0 where no thread could allocate its work space (then nothing was done). */
-int grokkit_problem_steps(int method, int G, int n, int ld, int L, long k, int threads, const double *X,
+ * (M unused); 4, 5: the diagonal network with the square or the logistic loss (L = 2 branches, M
+ * unused, X by columns: ld columns of N rounded up to 4 doubles). N: the rows of X (the logistic
+ * loss averages over them). Returns 0 where no thread could
+ * allocate its work space (then nothing was done). */
+int grokkit_problem_steps(int method, int G, int N, int n, int ld, int L, long k, int threads, const double *X,
                           long sx, const double *M, long sm, const double *y, long sy, const int *rows,
                           const int *depth, const int *order, const double *alpha, const double *beta1,
                           const double *beta2, double *B, double *B1, double *B2) {
-  Problems p = {method, G, n, ld, L, k, X, M, y, sx, sm, sy, rows, depth, order, alpha, beta1, beta2, B, B1, B2, 0};
+  Problems p = {method, G, N, n, ld, L, k, X, M, y, sx, sm, sy, rows, depth, order, alpha, beta1, beta2, B, B1, B2, 0};
   if (threads > G) threads = G;
   if (threads > MAX_THREADS) threads = MAX_THREADS;
   pthread_t id[MAX_THREADS];

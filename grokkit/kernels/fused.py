@@ -20,7 +20,10 @@ products are fused multiply-adds; the tests ask 1e-12 of the largest value of ev
 Subgradient steps on the 40 problems of Figures 13–24 (N = 10 to 100, n = 100): 0.66 µs per
 configuration-step on one core of the development machine, 0.36 on two, where the PyTorch steps
 take 4.5 µs; the deep network, 10 of them at depths 1 to 4 (Figures 30–35): 0.74 and 0.39 µs,
-against 7.8 µs (``benchmarks/bench_problems.py``).
+against 7.8 µs (``benchmarks/bench_problems.py``). The diagonal network of the background chapter
+(:class:`DiagonalSteps`, square or logistic loss) sweeps X once a step for both products, a block
+of columns at a time: where X outgrows the caches (Lyu et al.'s n = 1e5) the two products of the
+PyTorch steps read it from memory twice.
 
 Matrix completion: a PyTorch step is dominated by the batched ``torch.linalg.svd`` of the
 iterates (23-28 µs per 10 x 10 matrix on that machine). ``fused_matrix.c`` runs whole chunks of
@@ -80,10 +83,12 @@ MATRIX_METHODS = {"subgradient": 0, "proximal": 1, "projected_subgradient": 2}
 MATRIX_MAX_SIDE = 40
 _SOURCES = {"sparse": Path(__file__).with_name("fused.c"), "matrix": Path(__file__).with_name("fused_matrix.c")}
 DEEP = "deep"  # the method of the deep diagonal network's runs (grokkit.kernels.sparse.deep)
+DIAGONAL = "diagonal_net"  # the method of the diagonal network's runs (grokkit.kernels.sparse.diagonal_net)
+DIAGONAL_LOSSES = {"square": 4, "logistic": 5}  # its C methods
 _D, _I = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int)
 _SIGNATURES = {  # name: (restype, argtypes)
     "grokkit_steps": (None, [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_int] + [_D] * 11),
-    "grokkit_problem_steps": (ctypes.c_int, [ctypes.c_int] * 5 + [ctypes.c_long, ctypes.c_int]
+    "grokkit_problem_steps": (ctypes.c_int, [ctypes.c_int] * 6 + [ctypes.c_long, ctypes.c_int]
                               + [_D, ctypes.c_long] * 3 + [_I] * 3 + [_D] * 6),
     "grokkit_matrix_steps": (ctypes.c_int, [ctypes.c_int] * 4 + [ctypes.c_long, ctypes.c_int] + [_D] * 8),
     "grokkit_matrix_svd": (ctypes.c_int, [ctypes.c_int] * 3 + [_D] * 3),
@@ -218,9 +223,9 @@ def threads(work: float) -> int:
 
 
 def usable(method: str, X: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the fused path can run ``method`` (a sparse method of :data:`METHODS`, or :data:`DEEP`)
+    """Whether the fused path can run ``method`` (a sparse method of :data:`METHODS`, :data:`DEEP` or :data:`DIAGONAL`)
     on this problem: X (N, n) or (G, N, n) and y (N,) or (G, N) on the CPU in float64."""
-    return (method in (*METHODS, DEEP) and X.device.type == "cpu" and X.dtype == torch.float64
+    return (method in (*METHODS, DEEP, DIAGONAL) and X.device.type == "cpu" and X.dtype == torch.float64
             and X.dim() in (2, 3) and y.dim() in (1, 2) and library() is not None)
 
 
@@ -370,7 +375,7 @@ class _Problems:
         """``k`` updates of every configuration, on :func:`threads` threads when the chunk is long
         enough to pay for them (the iterates are the same on any number of threads)."""
         if k and self.G:
-            if not library().grokkit_problem_steps(self.method, self.G, self.n, self.ld, self.L, k,
+            if not library().grokkit_problem_steps(self.method, self.G, self.N, self.n, self.ld, self.L, k,
                                                    threads(k * self.work), *self.args):
                 raise MemoryError("the fused steps could not allocate their work space")
 
@@ -413,6 +418,30 @@ class DeepSteps(_Problems):
 
     def __init__(self, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, depth, B0: torch.Tensor):
         self._load(3, X, y, B0, {"alpha": alpha, "beta1": beta1, "beta2": beta2}, depth)
+
+
+class DiagonalSteps(_Problems):
+    """The diagonal network of Woodworth et al. (eq. 10) and Lyu et al. (eq. 4) (``fused.c``,
+    ``grokkit_problem_steps``): the branches W (G, 2, n), β = w₊^D − w₋^D with configuration g's
+    depth ``depth[g]``, the square or the logistic loss, X and y shared or one per configuration.
+    Its iterate is the kernel's, ``[W, depth]``."""
+
+    def __init__(self, loss: str, X: torch.Tensor, y: torch.Tensor, alpha, beta1, beta2, x0: list):
+        W0, depth = x0
+        self._load(DIAGONAL_LOSSES[loss], X, y, W0, {"alpha": alpha, "beta1": beta1, "beta2": beta2},
+                   depth.reshape(-1).numpy().astype(np.int32))
+        # X by columns, (ld, N rounded up to 4): the steps read it once a step, in order
+        columns = np.zeros((*X.shape[:-2], self.ld, self.N))
+        columns[..., :self.n, :] = X.numpy().swapaxes(-1, -2)
+        self.problem["X"] = _aligned(columns, -(-self.N // 4) * 4)
+        self._pointers()
+
+    def iterate(self, age: int = 0) -> list[torch.Tensor]:
+        """``[W, depth]`` ``age`` updates ago (0, 1 or 2): W (G, 2, n) (a copy), depth (G, 1)."""
+        return [super().iterate(age), torch.from_numpy(self.fields["depth"].astype(np.float64)[:, None])]
+
+    def restore(self, x: list, x1: list, x2: list) -> None:
+        super().restore(x[0], x1[0], x2[0])
 
 
 class MatrixSteps(_Layout):
@@ -464,6 +493,16 @@ def deep_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> DeepS
     if not usable(method, data["X"], data["y"]):
         return None
     return DeepSteps(data["X"], data["y"], config["alpha"], config["beta1"], config["beta2"], config["depth"], x0)
+
+
+def diagonal_steps(loss: str):
+    """The fused steps of a diagonal-network run with ``loss`` (:data:`grokkit.kernels.sparse.DIAGONAL_NETS`),
+    a ``fused`` hook: None where the PyTorch steps must run it (:func:`usable`)."""
+    def steps(method: str, data: dict, config: dict, x0: list) -> DiagonalSteps | None:
+        if not usable(method, data["X"], data["y"]):
+            return None
+        return DiagonalSteps(loss, data["X"], data["y"], config["alpha"], config["beta1"], config["beta2"], x0)
+    return steps
 
 
 def matrix_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> MatrixSteps | None:

@@ -501,7 +501,8 @@ def _observe_diagonal_net(loss: str):
 # travels with it; β = w₊^D − w₋^D is recorded. A 0–1 error has no divergence to show: the norms do.
 DIAGONAL_NETS = {loss: Family(penalty="beta1", curves=METRICS, finite=("train_error", "l1", "l2"), operands=("X", "y"),
                               target="b_star", evaluate=_observe_diagonal_net(loss), result=_sparse_result,
-                              unbatched={"X": 2, "X_test": 2}, view=lambda x: signed_powers(*x)[0])
+                              unbatched={"X": 2, "X_test": 2}, view=lambda x: signed_powers(*x)[0],
+                              fused=compiled(fused.diagonal_steps(loss), None))
                  for loss in LOSSES}
 
 
