@@ -144,6 +144,14 @@ def _ours(obj: Any, package: str) -> bool:
     return (module == package or module.startswith(package + ".")) and module != __name__
 
 
+def generated(obj: Any) -> bool:
+    """Whether a function was written by code rather than in a file (the ``__init__``, ``__eq__`` and
+    ``__repr__`` that :mod:`dataclasses` generates): its class's source already says what it does."""
+    while obj is not None and getattr(obj, "__wrapped__", None) is not None:  # the recursion guard of __repr__
+        obj = obj.__wrapped__
+    return getattr(getattr(obj, "__code__", None), "co_filename", "").startswith("<")
+
+
 def _names(code: types.CodeType) -> set[str]:
     """The global and attribute names a code object and the functions nested in it use."""
     names = set(code.co_names)
@@ -202,7 +210,7 @@ def sources(objects, package: str = "grokkit") -> dict[str, str]:
         elif isinstance(obj, property):
             visit(obj.fget)
         elif inspect.isfunction(obj):
-            if not _ours(obj, package):
+            if not _ours(obj, package) or generated(obj):
                 return
             found[f"{obj.__module__}.{obj.__qualname__}"] = _source(obj)
             names = _names(obj.__code__)

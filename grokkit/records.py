@@ -156,6 +156,14 @@ def _file(name: str) -> str | None:
     return _sha256(path.read_bytes())[:16] if path.is_file() else None
 
 
+def _generated(name: str) -> bool:
+    """Whether a recorded name is a function that :mod:`dataclasses` generated (recorded by an earlier
+    grokkit): no source of its own, so a record is never stale against it."""
+    from grokkit import checkpoint
+
+    return "<locals>" in name and "__create_fn__" in name or checkpoint.generated(_resolve(name))
+
+
 def code(kernels: list[str]) -> dict[str, str]:
     """The SHA-256 (16 hex digits) of each grokkit function and class the page's cached runs
     (``kernels``, by qualified name) depend on (:func:`grokkit.checkpoint.sources`), and of the C
@@ -278,7 +286,7 @@ def stale(root: Path, data: dict[str, Any]) -> list[str]:
         reasons.append("the page it ran is not known (a record converted from an earlier format)")
     elif _sha256(source.read_bytes()) != data.get("source_sha256"):
         reasons.append(f"the page ({data.get('source')}) was edited")
-    recorded = data.get("code") or {}
+    recorded = {name: digest for name, digest in (data.get("code") or {}).items() if not _generated(name)}
     kernels = [name for name in recorded if not name.startswith("file:")]
     now = {**code(kernels), **{name: _file(name) for name in recorded if name.startswith("file:")}}
     changed = sorted(name for name, digest in recorded.items() if now.get(name) != digest)

@@ -43,6 +43,7 @@ def problem():
 
 def test_off_without_the_environment_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(cache.ENV, raising=False)
+    monkeypatch.delenv(gk.kernels.run.PROGRESS_ENV, raising=False)  # a page run in this process sets it
     monkeypatch.chdir(tmp_path)
     before = len(cache.events())
     p = problem()
