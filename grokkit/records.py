@@ -5,13 +5,15 @@ A record is small and self-describing:
 
 * ``<stem>.json``: the page's report (parameters, measured numbers, claims, disagreements), its
   provenance (commit, machine, versions, start, wall time, compute, cached runs), the SHA-256 of
-  the page's source and of the grokkit code its runs depend on, and its files with their SHA-256;
+  the page's source, of the page's code cells (what ran: :func:`page_code`) and of the grokkit code
+  its runs depend on, and its files with their SHA-256;
 * ``<stem>.ipynb``: the executed notebook, its images replaced by the names of the files below;
 * ``<stem>-<k>.png``: its figures, as the page drew them.
 
 A failed claim is a finding, recorded like a passing one. The book refuses a record that does
 not match its page (another page's, a missing or altered file: :func:`problems`) and shows a
-record whose page or code changed since it ran as stale, with what changed (:func:`stale`).
+record whose page's code or grokkit code changed since it ran as stale, with what changed
+(:func:`stale`). Editing a page's prose (its discussion of the record) leaves the record current.
 """
 from __future__ import annotations
 
@@ -179,6 +181,16 @@ def code(kernels: list[str]) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def page_code(source: Path) -> str:
+    """The SHA-256 of a page's code cells, in order: what its run computed and checked. Its prose
+    is left out, so that a page's discussion can follow its record without making it stale."""
+    import jupytext
+
+    nb = jupytext.read(source)
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    return _sha256(json.dumps(cells).encode())
+
+
 # ----------------------------------------------------------------------------- writing
 
 
@@ -223,6 +235,7 @@ def write(root: Path, chapter: str, stem: str, source: Path, notebook_text: str,
     record = {
         "format": FORMAT, "notebook": stem, "chapter": chapter, "preset": summary.get("preset", "paper"),
         "source": source.relative_to(root).as_posix(), "source_sha256": _sha256(source.read_bytes()),
+        "code_sha256": page_code(source),
         "parameters": summary.get("parameters", {}), "measured": summary.get("measured", {}),
         "claims": summary.get("claims", []), "disagreements": summary.get("disagreements", []),
         "code": code(kernels), "provenance": provenance,
@@ -276,15 +289,19 @@ def problems(root: Path, chapter: str, stem: str, data: dict[str, Any]) -> list[
 
 
 def stale(root: Path, data: dict[str, Any]) -> list[str]:
-    """What changed since the record ran: the page's source, or grokkit code its runs depend on
-    (each function or class by name). Empty for a record that is current."""
+    """What changed since the record ran: the page's code cells (its whole source, for a record
+    that predates ``code_sha256``), or grokkit code its runs depend on (each function or class by
+    name). Empty for a record that is current."""
     reasons = []
     source = root / str(data.get("source", ""))
     if not source.is_file():
         reasons.append(f"its page {data.get('source')} no longer exists")
     elif data.get("source_sha256") is None:
         reasons.append("the page it ran is not known (a record converted from an earlier format)")
-    elif _sha256(source.read_bytes()) != data.get("source_sha256"):
+    elif "code_sha256" in data:
+        if page_code(source) != data["code_sha256"]:
+            reasons.append(f"the page's code ({data.get('source')}) was edited")
+    elif _sha256(source.read_bytes()) != data.get("source_sha256"):  # a record from before code_sha256
         reasons.append(f"the page ({data.get('source')}) was edited")
     recorded = {name: digest for name, digest in (data.get("code") or {}).items() if not _generated(name)}
     kernels = [name for name in recorded if not name.startswith("file:")]

@@ -136,7 +136,13 @@ def test_a_record_that_does_not_match_its_page_is_a_problem(recorded: Path) -> N
 def test_a_record_is_stale_when_its_page_or_its_code_changed(recorded: Path) -> None:
     data = records.read(recorded, "demo", "fig07-tiny")
     source = recorded / "notebooks" / "demo" / "fig07-tiny.md"
-    source.write_text(source.read_text(encoding="utf-8") + "\nEdited.\n", encoding="utf-8")
+    # its prose (a discussion of the record) is not what ran; its code is
+    source.write_text(source.read_text(encoding="utf-8") + "\nThe record says the claim fails.\n", encoding="utf-8")
+    assert records.stale(recorded, data) == []
+    source.write_text(source.read_text(encoding="utf-8").replace("9.0", "8.0"), encoding="utf-8")
+    assert records.stale(recorded, data) == ["the page's code (notebooks/demo/fig07-tiny.md) was edited"]
+    # a record written before the code's SHA-256 was kept is stale on any edit of its page
+    del data["code_sha256"]
     assert records.stale(recorded, data) == ["the page (notebooks/demo/fig07-tiny.md) was edited"]
     data["source_sha256"] = records._sha256(source.read_bytes())
     data["code"]["grokkit.metrics.first_step_below"] = "0" * 16
