@@ -259,6 +259,19 @@ def test_theorem_2_1_is_numbered_as_in_the_paper_and_cited() -> None:
             f"{figure} does not cross-reference Theorem 2.1"
 
 
+def test_a_pages_discussion_quotes_its_record() -> None:
+    """``{record}`…``` renders the record's values in the prose (Figure 12 discusses its paper-scale run)."""
+    from grokkit import records
+
+    text = (HTML / "book/generated/sparse_recovery/fig12-error-curves-grid.html").read_text(encoding="utf-8")
+    values = re.findall(r'<span class="record-value">(.*?)</span>', text)
+    data = records.read(ROOT, "sparse_recovery", "fig12-error-curves-grid")
+    claim = next(c for c in data["claims"] if c["name"].startswith("larger α converges faster"))
+    verdict = "PASS" if claim["pass"] else "FAIL"
+    assert len(values) >= 5 and any(v.startswith(f"{claim['value']:.3g}".replace("-", "−") + f" ({verdict}; needs ≤")
+                                    for v in values), values
+
+
 def test_references_list_the_paper_with_its_arxiv_page() -> None:
     references = (HTML / "book" / "references.html").read_text(encoding="utf-8")
     assert "https://arxiv.org/abs/2506.05718" in references

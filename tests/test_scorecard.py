@@ -143,10 +143,12 @@ def test_the_page_section_shows_a_passing_a_failing_a_stale_record_and_none(book
     assert [row.astext().split("\n")[-1] for row in section.findall(nodes.row)][1:] == ["PASS", "FAIL"]
 
     source = book / "notebooks" / "chap" / "fig07-coherence.md"
-    source.write_text(source.read_text() + "edited\n", encoding="utf-8")
+    source.write_text(source.read_text() + "\nIts discussion.\n", encoding="utf-8")
+    assert "stale" not in section_text(book, "fig07-coherence")[1]  # prose is not what ran
+    source.write_text(source.read_text() + "\n```{code-cell} ipython3\nplot(2)\n```\n", encoding="utf-8")
     section, text = section_text(book, "fig07-coherence")
     assert next(section.findall(nodes.warning), None) is not None
-    assert "This record is stale: the page (notebooks/chap/fig07-coherence.md) was edited" in text
+    assert "This record is stale: the page's code (notebooks/chap/fig07-coherence.md) was edited" in text
 
     (book / records.RECORDS / "chap" / "fig07-coherence.json").unlink()
     _, text = section_text(book, "fig07-coherence")
@@ -155,6 +157,25 @@ def test_the_page_section_shows_a_passing_a_failing_a_stale_record_and_none(book
     assert "grokkit run fig07-coherence --preset paper --record" in text
     _, text = section_text(book, "fig01-generalization-time")
     assert "its paper preset takes about 10 min on the book's 2-core CPU (projected" in text
+
+
+def test_the_prose_of_a_page_quotes_its_record() -> None:
+    """``{record}`WHAT```: a claim's value and verdict, a measured number or range, a disagreement."""
+    data = {"claims": [{"name": "larger α converges faster: ρ", "value": -0.6953, "expected": "<= -0.9",
+                        "pass": False, "kind": "claim"},
+                       {"name": "larger β₁ converges faster: ρ", "value": -1.0, "expected": "<= -0.9",
+                        "pass": True, "kind": "claim"}],
+            "measured": {"t2": [3.0, float("nan"), 1.0e7, 2.0], "effect": 1.2143},
+            "disagreements": [{"name": "final error set by αβ₁", "paper": "p", "measured": "6.5 to 8.3× worse"}]}
+    assert pages.record_value(data, "larger α") == "−0.695 (FAIL; needs ≤ −0.9)"
+    assert pages.record_value(data, "measured:effect") == "1.21"
+    assert pages.record_value(data, "measured:t2") == "2 to 1e+07"
+    assert pages.record_value(data, "measured:t2:median") == "3" and pages.record_value(data, "measured:t2:count") == "3"
+    assert pages.record_value(data, "diff:final error") == "6.5 to 8.3× worse"
+    for what, message in (("larger", "2 of its claims start with 'larger'"), ("measured:t1", "measures no 't1'"),
+                          ("measured:t2:mean", "'mean' is not one of min, max, median, count")):
+        with pytest.raises(KeyError, match=message):
+            pages.record_value(data, what)
 
 
 def test_a_page_without_its_summary_is_refused(book: Path) -> None:

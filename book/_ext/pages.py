@@ -12,12 +12,15 @@
 * Figure numbers: the book numbers the paper's figures as its submission text does; each figure
   page says the number arXiv 2506.05718 gives it, and ``{figure-numbers}`` renders the whole map
   (both from ``figure_numbers.csv`` beside this file).
+* ``{record}`WHAT```: a number of the page's record in its prose (its discussion of the run at
+  the paper's scale), read at build time.
 * ``pages.js``: the search page typesets the TeX quoted in its results.
 """
 from __future__ import annotations
 
 import csv
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +315,74 @@ def paper_scale_section(root: Path, docname: str) -> nodes.section:
     return section
 
 
+_AGGREGATES = {"min": min, "max": max, "median": statistics.median, "count": len}
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3g}".replace("-", "−") if isinstance(value, float) else str(value)
+
+
+def record_value(data: dict[str, Any], what: str) -> str:
+    """The text of ``{record}`WHAT``` for a record: a claim (its name or the start of it) as its measured
+    value and verdict; ``diff:NAME`` a disagreement's measurement; ``measured:KEY`` a measured number,
+    or the range of a measured array, or ``measured:KEY:min|max|median|count`` (of its finite values)."""
+    kind, _, rest = what.partition(":")
+    if kind == "measured":
+        key, _, aggregate = rest.partition(":")
+        if key not in data.get("measured", {}):
+            raise KeyError(f"its record measures no {key!r}")
+        value = data["measured"][key]
+        if not isinstance(value, list):
+            return _number(value)
+        flat, stack = [], list(value)
+        while stack:
+            item = stack.pop()
+            stack.extend(item) if isinstance(item, list) else flat.append(item)
+        finite = [float(v) for v in flat if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")]
+        if aggregate:
+            if aggregate not in _AGGREGATES:
+                raise KeyError(f"{aggregate!r} is not one of {', '.join(_AGGREGATES)}")
+            return _number(_AGGREGATES[aggregate](finite)) if finite or aggregate == "count" else "none finite"
+        return f"{_number(min(finite))} to {_number(max(finite))}" if finite else "none finite"
+    if kind == "diff":
+        found = [d for d in data.get("disagreements", []) if d.get("name", "").startswith(rest)]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} of its disagreements start with {rest!r}")
+        return found[0]["measured"]
+    found = [c for c in data.get("claims", []) if c.get("name", "").startswith(what)]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} of its claims start with {what!r}")
+    claim = found[0]
+    expected = str(claim.get("expected", "")).replace("<=", "≤").replace(">=", "≥").replace("-", "−")
+    verdict = ("PASS" if claim.get("pass") else "FAIL") if claim.get("kind", "claim") == "claim" else (
+        "OK" if claim.get("pass") else "BROKEN")
+    return f"{_number(claim.get('value'))} ({verdict}; needs {expected})"
+
+
+def record_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None,
+                content: Any = None) -> tuple[list[nodes.Node], list[nodes.Node]]:
+    """``{record}`[STEM/]WHAT```: a number of the page's record (or of page STEM's, in the same
+    chapter) in its prose, read at build time (:func:`record_value`), so that a page's discussion
+    of its run at the paper's scale quotes the record as it is; a record or value it cannot find
+    fails the build."""
+    env = inliner.document.settings.env
+    chapter, stem = (env.docname[len(GENERATED):].split("/") if env.docname.startswith(GENERATED)
+                     else (None, None))
+    target, _, what = text.partition("/") if "/" in text.split(":")[0] else ("", "", text)
+    stem = target or stem
+    root = Path(env.srcdir)
+    try:
+        data = records.read(root, chapter, stem) if chapter else None
+        if data is None:
+            raise KeyError(f"{chapter}/{stem} has no record")
+        env.note_dependency(str(records.paths(root, chapter, stem)["summary"]))
+        value = record_value(data, what.strip())
+    except (KeyError, ValueError, records.RecordError) as err:
+        logger.warning(f"{{record}}`{text}`: {err.args[0] if err.args else err}", location=(env.docname, lineno))
+        return [nodes.literal(rawtext, text)], []
+    return [nodes.inline(rawtext, value, classes=["record-value"])], []
+
+
 def _download(path: str, text: str, docname: str) -> addnodes.download_reference:
     return addnodes.download_reference("", "", nodes.literal(text=text), reftarget="/" + path,
                                        refdoc=docname, refexplicit=True, refdomain="", reftype="download")
@@ -450,6 +521,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("paper-costs", PaperCosts)
     app.add_directive("scorecard", Scorecard)
     app.add_directive("scorecard-totals", ScorecardTotals)
+    app.add_role("record", record_role)
     # Before Sphinx's download collector (priority 500) reads the download nodes of the box.
     app.connect("doctree-read", on_doctree_read, priority=400)
     # After Sphinx's toctree collector (priority 500) counted the statements.
