@@ -441,6 +441,9 @@ def execute(task: Task) -> Result:
     workdir.mkdir(parents=True, exist_ok=True)
     _workdir = workdir
     (workdir / "pid").write_text(str(os.getpid()), encoding="utf-8")
+    # The kernel's environment, restored once it ran (a run in this process leaves it as it was).
+    found = {name: os.environ.get(name) for name in
+             (SUMMARY_ENV, PROGRESS_ENV, cache.ENV, checkpoint.DEADLINE_ENV, checkpoint.PAGE_ENV)}
     # Names relative to the kernel's working folder: the same for every task of a worker.
     os.environ[SUMMARY_ENV], os.environ[PROGRESS_ENV] = SUMMARY_NAME, PROGRESS_NAME
     if task.cache is not None:
@@ -472,6 +475,11 @@ def execute(task: Task) -> Result:
     finally:
         _running = False
         _workdir = None
+        for name, value in found.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     result = Result(task.stem, output.read_text(encoding="utf-8") if output.is_file() else None,
                     read_json(workdir / SUMMARY_NAME), error, time.perf_counter() - start,
                     started_at, socket.gethostname(), interrupted, grokkit_sha256=code)

@@ -541,6 +541,15 @@ def test_run_restores_the_signal_handlers_it_found(repo: Path) -> None:
         signal.signal(signal.SIGTERM, before[1])
 
 
+def test_a_run_leaves_the_environment_it_found(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's settings (where it writes its summary and progress, its page) do not outlive a
+    run in this process: a later kernel call would write its progress into the current folder."""
+    monkeypatch.delenv(pipeline.PROGRESS_ENV, raising=False)
+    monkeypatch.setenv(pipeline.SUMMARY_ENV, "mine.json")
+    assert cli.main(["run", "nb1"]) == 0
+    assert pipeline.PROGRESS_ENV not in os.environ and os.environ[pipeline.SUMMARY_ENV] == "mine.json"
+
+
 def test_two_runs_at_once_on_one_page(repo: Path, tmp_path: Path) -> None:
     """Issue 5: two `grokkit run` on one folder gave a false failure or two results."""
     marker = tmp_path / "started"
