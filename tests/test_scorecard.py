@@ -172,8 +172,13 @@ def test_the_prose_of_a_page_quotes_its_record() -> None:
     assert pages.record_value(data, "measured:t2") == "2 to 1e+07"
     assert pages.record_value(data, "measured:t2:median") == "3" and pages.record_value(data, "measured:t2:count") == "3"
     assert pages.record_value(data, "diff:final error") == "6.5 to 8.3× worse"
+    data["measured"]["rows"] = {"gaussian, N 10": [0.5, 2.0], "rademacher, N 10": [0.25, 1.0]}
+    assert pages.record_value(data, "measured:rows") == "0.25 to 2"
+    assert pages.record_value(data, "measured:rows[gaussian, N 10]") == "0.5 to 2"
+    assert pages.record_value(data, "measured:t2[0]") == "3"
     for what, message in (("larger", "2 of its claims start with 'larger'"), ("measured:t1", "measures no 't1'"),
-                          ("measured:t2:mean", "'mean' is not one of min, max, median, count")):
+                          ("measured:t2:mean", "'mean' is not one of min, max, median, count"),
+                          ("measured:rows[uniform]", "has no item 'uniform'")):
         with pytest.raises(KeyError, match=message):
             pages.record_value(data, what)
 

@@ -325,19 +325,30 @@ def _number(value: Any) -> str:
 def record_value(data: dict[str, Any], what: str) -> str:
     """The text of ``{record}`WHAT``` for a record: a claim (its name or the start of it) as its measured
     value and verdict; ``diff:NAME`` a disagreement's measurement; ``measured:KEY`` a measured number,
-    or the range of a measured array, or ``measured:KEY:min|max|median|count`` (of its finite values)."""
+    or the range of a measured array or table, or ``measured:KEY:min|max|median|count`` (of its
+    finite values); ``measured:KEY[ITEM]`` one item of it (a table's key, an array's index)."""
     kind, _, rest = what.partition(":")
     if kind == "measured":
         key, _, aggregate = rest.partition(":")
+        key, _, item = key.partition("[")
         if key not in data.get("measured", {}):
             raise KeyError(f"its record measures no {key!r}")
         value = data["measured"][key]
-        if not isinstance(value, list):
+        if item:
+            index = item.removesuffix("]")
+            try:
+                value = value[int(index)] if isinstance(value, list) else value[index]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise KeyError(f"its measured {key!r} has no item {index!r}") from None
+        if not isinstance(value, (list, dict)):
             return _number(value)
-        flat, stack = [], list(value)
+        flat, stack = [], [value]
         while stack:
-            item = stack.pop()
-            stack.extend(item) if isinstance(item, list) else flat.append(item)
+            entry = stack.pop()
+            if isinstance(entry, (list, dict)):
+                stack.extend(entry.values() if isinstance(entry, dict) else entry)
+            else:
+                flat.append(entry)
         finite = [float(v) for v in flat if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")]
         if aggregate:
             if aggregate not in _AGGREGATES:
@@ -361,16 +372,18 @@ def record_value(data: dict[str, Any], what: str) -> str:
 
 def record_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None,
                 content: Any = None) -> tuple[list[nodes.Node], list[nodes.Node]]:
-    """``{record}`[STEM/]WHAT```: a number of the page's record (or of page STEM's, in the same
-    chapter) in its prose, read at build time (:func:`record_value`), so that a page's discussion
+    """``{record}`[STEM/]WHAT```: a number of the page's record (or of page STEM's, a page of the
+    same chapter) in its prose, read at build time (:func:`record_value`), so that a page's discussion
     of its run at the paper's scale quotes the record as it is; a record or value it cannot find
     fails the build."""
     env = inliner.document.settings.env
     chapter, stem = (env.docname[len(GENERATED):].split("/") if env.docname.startswith(GENERATED)
                      else (None, None))
-    target, _, what = text.partition("/") if "/" in text.split(":")[0] else ("", "", text)
-    stem = target or stem
     root = Path(env.srcdir)
+    target, _, what = text.partition("/")
+    if not (chapter and (root / "notebooks" / chapter / f"{target}.md").is_file()):  # a "/" of a claim's name
+        target, what = "", text
+    stem = target or stem
     try:
         data = records.read(root, chapter, stem) if chapter else None
         if data is None:
