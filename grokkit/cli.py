@@ -324,6 +324,20 @@ def run(args: argparse.Namespace) -> int:
     # A recorded run keeps its executed page out of the book, whose pages are the quick preset's.
     out = _out(args, root) if args.out or not args.record else root / DEFAULT_CACHE / "paper-pages"
     pipeline.check_output_folder(out, sorted({nb.chapter for nb in notebooks}))
+    # A recorded run checkpoints into the repository (records.CHECKPOINTS), for as long as it runs.
+    into_repository = args.record and not os.environ.get(checkpoint.ENV, "").strip()
+    if into_repository:
+        os.environ[checkpoint.ENV] = str(root / records.CHECKPOINTS)
+    try:
+        return _run(args, root, notebooks, overrides, cache_dir, out)
+    finally:
+        if into_repository:
+            os.environ.pop(checkpoint.ENV, None)
+
+
+def _run(args: argparse.Namespace, root: Path, notebooks: list[Any], overrides: dict[str, Any], cache_dir: str,
+         out: Path) -> int:
+    """``grokkit run`` once its pages, parameters and folders are checked."""
     workers = args.workers or max(1, min(os.cpu_count() or 1, len(notebooks)))
     # A paper preset runs for hours in one cell: only the quick preset gets a default per-cell limit.
     timeout = args.timeout if args.timeout is not None else (

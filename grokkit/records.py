@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 RECORDS = Path("book") / "paper_runs"
+# Where a recorded run checkpoints (unless $GROKKIT_CHECKPOINTS says otherwise): committed, an
+# unfinished paper-preset run goes on from there in another checkout, on another day or machine.
+CHECKPOINTS = RECORDS / "checkpoints"
 FORMAT = 1
 # Paths a record run may leave modified: the records themselves.
 RECORD_PATHS = (RECORDS.as_posix() + "/",)

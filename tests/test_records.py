@@ -5,6 +5,7 @@ records; and a worker that runs other grokkit code."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -101,6 +102,26 @@ def test_a_record_is_the_paper_presets_own_run(repo: Path, capsys: pytest.Captur
     assert cli.main(["run", "fig07-tiny", *argv]) == 2
     assert message in capsys.readouterr().err
     assert not (repo / records.RECORDS).exists()
+
+
+def test_a_recorded_run_checkpoints_into_the_repository(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Committed with the records, the checkpoints of an unfinished paper-preset run let another
+    checkout continue it; the setting does not outlive the run."""
+    from grokkit import checkpoint
+
+    monkeypatch.delenv(checkpoint.ENV, raising=False)
+    seen = []
+
+    def run(*args):
+        seen.append(os.environ.get(checkpoint.ENV))
+        return 0
+
+    monkeypatch.setattr(cli, "_run", run)
+    assert cli.main(["run", "fig07-tiny", "--preset", "paper", "--record"]) == 0
+    assert seen == [str(repo / records.CHECKPOINTS)] and checkpoint.ENV not in os.environ
+    monkeypatch.setenv(checkpoint.ENV, str(repo / "elsewhere"))  # unless told otherwise
+    assert cli.main(["run", "fig07-tiny", "--preset", "paper", "--record"]) == 0
+    assert seen[-1] == str(repo / "elsewhere")
 
 
 def test_a_dirty_checkout_is_refused_unless_allowed(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

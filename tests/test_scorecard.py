@@ -243,6 +243,14 @@ def test_a_page_without_a_record_says_how_far_its_checkpointed_run_has_come(book
     with checkpoint.scope("grokkit.kernels.sparse.subgradient", "abc", None):
         checkpoint.Checkpoint("subgradient", ()).save({"x": 1}, t=5, steps=10)
     assert "under way" not in section_text(book, "fig07-coherence")[1]
+    # committed with the records, a run stopped on one machine shows on every build of the book
+    monkeypatch.setenv(checkpoint.ENV, str(book / records.CHECKPOINTS))
+    monkeypatch.setenv(checkpoint.PAGE_ENV, "fig07-coherence:paper")
+    with checkpoint.scope("grokkit.kernels.sparse.subgradient", "abc", None):
+        checkpoint.Checkpoint("subgradient, 40 configurations", ()).save({"x": 1}, t=250, steps=1000)
+    monkeypatch.delenv(checkpoint.ENV)
+    assert ("A run of its paper preset is checkpointed in the repository (book/paper_runs/checkpoints): "
+            "subgradient, 40 configurations at step 250 of 1,000 (25%)") in section_text(book, "fig07-coherence")[1]
 
 
 def test_the_cost_table_takes_a_records_wall_time_else_the_projection(book: Path, monkeypatch) -> None:

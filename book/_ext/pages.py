@@ -248,16 +248,17 @@ def _machine(provenance: dict[str, Any]) -> str:
 
 
 def in_progress(root: Path, stem: str) -> str | None:
-    """How far the checkpoints of a paper-preset run of ``stem`` on this machine have come (a run
-    stopped at a deadline, or still running), or None."""
-    base = checkpoint.folder() or root / ".cache" / "checkpoints"
-    rows = [row for row in checkpoint.listing(base) if row.get("page") == f"{stem}:paper" and row.get("steps")]
-    if not rows:
-        return None
-    runs = "; ".join(f"{row['label']} at step {row['t']:,} of {row['steps']:,} ({row['t'] / row['steps']:.0%}), "
-                     f"saved {row['saved']}" for row in rows)
-    return (f"A run of its paper preset is under way on this machine, checkpointed: {runs}. The same "
-            f"command continues it.")
+    """How far the checkpoints of a paper-preset run of ``stem`` have come (a run stopped at a
+    deadline, or still running): those committed with the records (:data:`grokkit.records.CHECKPOINTS`),
+    else those on this machine; None without any."""
+    for base, where in ((root / records.CHECKPOINTS, f"checkpointed in the repository ({records.CHECKPOINTS.as_posix()})"),
+                        (checkpoint.folder() or root / ".cache" / "checkpoints", "under way on this machine, checkpointed")):
+        rows = [row for row in checkpoint.listing(base) if row.get("page") == f"{stem}:paper" and row.get("steps")]
+        if rows:
+            runs = "; ".join(f"{row['label']} at step {row['t']:,} of {row['steps']:,} "
+                             f"({row['t'] / row['steps']:.0%}), saved {row['saved']}" for row in rows)
+            return f"A run of its paper preset is {where}: {runs}. The same command continues it."
+    return None
 
 
 def paper_scale_section(root: Path, docname: str) -> nodes.section:
