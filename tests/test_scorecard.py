@@ -176,6 +176,9 @@ def test_the_prose_of_a_page_quotes_its_record() -> None:
     assert pages.record_value(data, "measured:rows") == "0.25 to 2"
     assert pages.record_value(data, "measured:rows[gaussian, N 10]") == "0.5 to 2"
     assert pages.record_value(data, "measured:t2[0]") == "3"
+    assert pages.record_value(data, "measured:rows[rademacher, N 10]") == "0.25 to 1"
+    data["measured"]["one"] = [0.06, 0.06]
+    assert pages.record_value(data, "measured:one") == "0.06"  # not "0.06 to 0.06"
     for what, message in (("larger", "2 of its claims start with 'larger'"), ("measured:t1", "measures no 't1'"),
                           ("measured:t2:mean", "'mean' is not one of min, max, median, count"),
                           ("measured:rows[uniform]", "has no item 'uniform'")):

@@ -355,7 +355,10 @@ def record_value(data: dict[str, Any], what: str) -> str:
             if aggregate not in _AGGREGATES:
                 raise KeyError(f"{aggregate!r} is not one of {', '.join(_AGGREGATES)}")
             return _number(_AGGREGATES[aggregate](finite)) if finite or aggregate == "count" else "none finite"
-        return f"{_number(min(finite))} to {_number(max(finite))}" if finite else "none finite"
+        if not finite:
+            return "none finite"
+        low, high = _number(min(finite)), _number(max(finite))
+        return low if low == high else f"{low} to {high}"
     if kind == "diff":
         found = [d for d in data.get("disagreements", []) if d.get("name", "").startswith(rest)]
         if len(found) != 1:
