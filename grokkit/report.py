@@ -163,10 +163,17 @@ class Claim:
 
     def measured(self) -> str:
         """The value as the claims table shows it (``worst of 3 seeds: 0.12``)."""
-        return _fmt(self.value) if self.seeds == 1 else f"worst of {self.seeds} seeds: {_fmt(self.value)}"
+        text = format_value(self.value, self.expected)
+        return text if self.seeds == 1 else f"worst of {self.seeds} seeds: {text}"
 
 
-def _fmt(value: Any) -> str:
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def format_value(value: Any, expected: str = "") -> str:
+    """A measured value as the claims tables show it: three significant digits, or more where three
+    would print it as a bound of ``expected`` that it is not (0.999997 against ``<= 1`` prints as
+    0.999997, not 1; against ``1 ± 0.15`` the bounds are 0.85 and 1.15)."""
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, (int, np.integer)):
@@ -174,7 +181,15 @@ def _fmt(value: Any) -> str:
     value = float(value)
     if not math.isfinite(value):
         return str(value)
-    return f"{value:.3g}"
+    numbers = [float(x) for x in _NUMBER.findall(expected.replace("−", "-"))]
+    bounds = set(numbers)
+    if "±" in expected and len(numbers) == 2:
+        bounds |= {numbers[0] - numbers[1], numbers[0] + numbers[1]}
+    for digits in range(3, 18):
+        text = f"{value:.{digits}g}"
+        if float(text) == value or not any(math.isclose(float(text), b, rel_tol=1e-12) for b in bounds):
+            return text
+    return repr(value)
 
 
 def _values(name: str, value: Any) -> np.ndarray:
@@ -274,22 +289,24 @@ class Report:
         v = _values(name, value)
         ok = (v >= low) & (v <= high)
         worst = v[np.argmax(np.where(np.isnan(v), np.inf, np.maximum(low - v, v - high)))]
-        self._add(name, worst, f"in [{_fmt(low)}, {_fmt(high)}]", ok.all(), kind, where, v.size)
+        self._add(name, worst, f"in [{format_value(low)}, {format_value(high)}]", ok.all(), kind, where,
+                  v.size)
 
     def _close(self, name, value, target, tol, kind, where) -> None:
         v = _values(name, value)
         gap = np.where(np.isnan(v), np.inf, np.abs(v - target))
-        self._add(name, v[np.argmax(gap)], f"{_fmt(target)} ± {_fmt(tol)}", (gap <= tol).all(), kind, where, v.size)
+        self._add(name, v[np.argmax(gap)], f"{format_value(target)} ± {format_value(tol)}", (gap <= tol).all(),
+                  kind, where, v.size)
 
     def _below(self, name, value, bound, kind, where) -> None:
         v = _values(name, value)
         worst = np.nan if np.isnan(v).any() else v.max()
-        self._add(name, worst, f"<= {_fmt(bound)}", worst <= bound, kind, where, v.size)
+        self._add(name, worst, f"<= {format_value(bound)}", worst <= bound, kind, where, v.size)
 
     def _above(self, name, value, bound, kind, where) -> None:
         v = _values(name, value)
         worst = np.nan if np.isnan(v).any() else v.min()
-        self._add(name, worst, f">= {_fmt(bound)}", worst >= bound, kind, where, v.size)
+        self._add(name, worst, f">= {format_value(bound)}", worst >= bound, kind, where, v.size)
 
     def _true(self, name, value, expected, kind, where) -> None:
         v = np.atleast_1d(np.asarray(value, dtype=bool))

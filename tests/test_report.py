@@ -91,6 +91,27 @@ def test_summary_lines():
     assert "expected the run converged" in lines[-1]
 
 
+@pytest.mark.parametrize("value, expected, shown", [
+    (0.999997391421016, "<= 1", "0.999997"),      # not "1", which would read as the bound
+    (1.0000004, ">= 1", "1.0000004"),
+    (0.8500001, "1 ± 0.15", "0.8500001"),         # the bounds of a ± are target ∓ tol
+    (1.0, "<= 1", "1"),                           # a value equal to its bound stays short
+    (0.3141592, "<= 1", "0.314"),
+    (-1.0, "<= -1", "-1"),
+    (float("nan"), "<= 1", "nan"),
+    (True, "True", "True"),
+    (7, "<= 7", "7"),
+])
+def test_a_value_is_never_shown_as_a_bound_it_is_not(expected, value, shown):
+    assert report.format_value(value, expected) == shown
+
+
+def test_a_claims_line_shows_the_digits_that_separate_value_and_bound():
+    r = Report("nb", {})
+    r.check_below("max ρ", 0.999997391421016, 1.0)
+    assert "measured 0.999997, expected <= 1" in r.summary()
+
+
 def test_verify_lists_failing_claims():
     r = make_report()
     with pytest.raises(AssertionError) as err:

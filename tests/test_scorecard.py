@@ -164,10 +164,13 @@ def test_the_prose_of_a_page_quotes_its_record() -> None:
     data = {"claims": [{"name": "larger α converges faster: ρ", "value": -0.6953, "expected": "<= -0.9",
                         "pass": False, "kind": "claim"},
                        {"name": "larger β₁ converges faster: ρ", "value": -1.0, "expected": "<= -0.9",
-                        "pass": True, "kind": "claim"}],
+                        "pass": True, "kind": "claim"},
+                       {"name": "max over N of ρ_r", "value": 0.999997391, "expected": "<= 1", "pass": True,
+                        "kind": "setup"}],
             "measured": {"t2": [3.0, float("nan"), 1.0e7, 2.0], "effect": 1.2143},
             "disagreements": [{"name": "final error set by αβ₁", "paper": "p", "measured": "6.5 to 8.3× worse"}]}
     assert pages.record_value(data, "larger α") == "−0.695 (FAIL; needs ≤ −0.9)"
+    assert pages.record_value(data, "max over N of ρ_r") == "0.999997 (OK; needs ≤ 1)"  # not "1 (OK; needs ≤ 1)"
     assert pages.record_value(data, "measured:effect") == "1.21"
     assert pages.record_value(data, "measured:t2") == "2 to 1e+07"
     assert pages.record_value(data, "measured:t2:median") == "3" and pages.record_value(data, "measured:t2:count") == "3"

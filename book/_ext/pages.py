@@ -31,7 +31,7 @@ from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from grokkit import checkpoint, pipeline, records, scorecard
+from grokkit import checkpoint, pipeline, records, report, scorecard
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def _claims_table(data: dict[str, Any]) -> nodes.table:
     """A record's claims (PASS/FAIL), disagreements (DIFF) and set-up checks (OK/BROKEN)."""
     def measured(c: dict[str, Any]) -> str:
         value = c.get("value")
-        text = "None" if value is None else (f"{value:.3g}" if isinstance(value, float) else str(value))
+        text = "None" if value is None else report.format_value(value, str(c.get("expected", "")))
         return text if c.get("seeds", 1) == 1 else f"worst of {c['seeds']} seeds: {text}"
 
     claims = [c for c in data.get("claims", []) if c.get("kind", "claim") == "claim"]
@@ -371,7 +371,9 @@ def record_value(data: dict[str, Any], what: str) -> str:
     expected = str(claim.get("expected", "")).replace("<=", "≤").replace(">=", "≥").replace("-", "−")
     verdict = ("PASS" if claim.get("pass") else "FAIL") if claim.get("kind", "claim") == "claim" else (
         "OK" if claim.get("pass") else "BROKEN")
-    return f"{_number(claim.get('value'))} ({verdict}; needs {expected})"
+    value = claim.get("value")
+    value = "None" if value is None else report.format_value(value, str(claim.get("expected", ""))).replace("-", "−")
+    return f"{value} ({verdict}; needs {expected})"
 
 
 def record_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None,
