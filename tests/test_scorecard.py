@@ -82,7 +82,7 @@ def test_setup_checks_are_counted_apart_from_the_papers_claims(book: Path) -> No
     assert totals.failing_pages == ["Figure 7", "Theorem C.8"]  # a broken set-up fails its page
 
 
-def write_record(root: Path, stem: str, claims: list[bool], diffs: int = 0) -> None:
+def write_record(root: Path, stem: str, claims: list[bool], diffs: int = 0, **more: object) -> None:
     """A paper-scale record of ``chap/stem`` (grokkit.records), with one figure."""
     source = root / "notebooks" / "chap" / f"{stem}.md"
     source.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +97,7 @@ def write_record(root: Path, stem: str, claims: list[bool], diffs: int = 0) -> N
                "disagreements": [{"name": f"d{i}", "paper": "p", "measured": "m"} for i in range(diffs)]}
     provenance = {"commit": "0123456789abcdef", "dirty_files": [], "started_at": "2026-11-27T10:00:00+00:00",
                   "wall_s": 1449.6, "machine": {"cpu": "AMD EPYC", "cores": 2, "vector_extensions": ["avx2"]},
-                  "cached_runs": "0 of 1"}
+                  "cached_runs": "0 of 1", **more}
     records.write(root, "chap", stem, source, nbformat.writes(nb), summary, provenance)
 
 
@@ -110,6 +110,17 @@ def test_a_paper_scale_record_is_shown_beside_the_run(book: Path) -> None:
     totals = scorecard.totals(rows)
     assert (totals.pages_at_paper_scale, totals.paper_passed, totals.paper_claims) == (1, 1, 2)
     assert totals.paper_failing == ["Theorem C.8"] and totals.paper_disagreements == 1
+
+
+def test_a_record_continued_from_a_checkpoint_says_its_time_is_only_the_end(book: Path) -> None:
+    write_record(book, "fig07-coherence", [True], resumed_from_checkpoints=[
+        {"label": "deep", "resumed_at": 64565423, "steps": 100000001}])
+    _, text = section_text(book, "fig07-coherence")
+    assert ("in 24 min (commit 0123456789; cached runs: 0 of 1). 1 of its 1 claims of the paper pass. That time "
+            "is the end of a longer run: it continued from the checkpoint(s) of earlier runs (deep from step "
+            "64,565,423 of 100,000,001), whose time it does not count.") in text
+    write_record(book, "fig07-coherence", [True])
+    assert "checkpoint" not in section_text(book, "fig07-coherence")[1]
 
 
 def test_a_record_that_does_not_match_its_page_fails_the_scorecard(book: Path) -> None:

@@ -301,6 +301,12 @@ def paper_scale_section(root: Path, docname: str) -> nodes.section:
     text = (f"The paper preset ran on {when} on {_machine(prov)}, in {_duration(prov.get('wall_s'))}"
             f" (commit {commit[:10]}{dirty_text}; cached runs: {prov.get('cached_runs', 'not recorded')}). "
             f"{outcome}.")
+    resumed = [e for e in prov.get("resumed_from_checkpoints") or [] if isinstance(e, dict)]
+    if resumed:
+        runs = "; ".join(f"{e.get('label', 'a run')} from step {e.get('resumed_at', 0):,} of {e.get('steps', 0):,}"
+                         for e in resumed)
+        text += (f" That time is the end of a longer run: it continued from the checkpoint(s) of earlier runs "
+                 f"({runs}), whose time it does not count.")
     if prov.get("converted_from"):
         text += (f" The record was converted from {prov['converted_from']}: what that format did not keep "
                  f"(the executed notebook, the machine's details) is marked as not recorded.")
