@@ -193,9 +193,13 @@ def test_the_prose_of_a_page_quotes_its_record() -> None:
     assert pages.record_value(data, "measured:rows[rademacher, N 10]") == "0.25 to 1"
     data["measured"]["one"] = [0.06, 0.06]
     assert pages.record_value(data, "measured:one") == "0.06"  # not "0.06 to 0.06"
+    data["measured"]["spreads"] = {"0": {"over (n, r)": {"N/n^2": 3.23, "N/(nr log n)": 3.09}}}
+    assert pages.record_value(data, "measured:spreads[0][over (n, r)][N/(nr log n)]") == "3.09"
+    assert pages.record_value(data, "measured:spreads[0][over (n, r)]") == "3.09 to 3.23"
     for what, message in (("larger", "2 of its claims start with 'larger'"), ("measured:t1", "measures no 't1'"),
                           ("measured:t2:mean", "'mean' is not one of min, max, median, count"),
-                          ("measured:rows[uniform]", "has no item 'uniform'")):
+                          ("measured:rows[uniform]", "has no item 'uniform'"),
+                          ("measured:spreads[0][over n]", "has no item 'over n'")):
         with pytest.raises(KeyError, match=message):
             pages.record_value(data, what)
 

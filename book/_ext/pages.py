@@ -333,20 +333,20 @@ def record_value(data: dict[str, Any], what: str) -> str:
     """The text of ``{record}`WHAT``` for a record: a claim (its name or the start of it) as its measured
     value and verdict; ``diff:NAME`` a disagreement's measurement; ``measured:KEY`` a measured number,
     or the range of a measured array or table, or ``measured:KEY:min|max|median|count`` (of its
-    finite values); ``measured:KEY[ITEM]`` one item of it (a table's key, an array's index)."""
+    finite values); ``measured:KEY[ITEM]`` one item of it (a table's key, an array's index), and
+    ``measured:KEY[A][B]`` an item of an item."""
     kind, _, rest = what.partition(":")
     if kind == "measured":
         key, _, aggregate = rest.partition(":")
-        key, _, item = key.partition("[")
+        key, bracket, items = key.partition("[")
         if key not in data.get("measured", {}):
             raise KeyError(f"its record measures no {key!r}")
         value = data["measured"][key]
-        if item:
-            index = item.removesuffix("]")
+        for index in re.findall(r"\[([^\]]*)\]", bracket + items):  # KEY[A][B]: an item of an item
             try:
                 value = value[int(index)] if isinstance(value, list) else value[index]
             except (KeyError, IndexError, ValueError, TypeError):
-                raise KeyError(f"its measured {key!r} has no item {index!r}") from None
+                raise KeyError(f"its measured {key!r} has no item {index!r} where {what!r} asks") from None
         if not isinstance(value, (list, dict)):
             return _number(value)
         flat, stack = [], [value]
