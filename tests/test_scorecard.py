@@ -283,3 +283,12 @@ def test_the_cost_table_takes_a_records_wall_time_else_the_projection(book: Path
     write_record(book, "thm-c08-memorization", [True])
     body, _ = pages.cost_rows(book, scorecard.rows(book))
     assert body == [["Theorem C.8", "24 min", "30 s", "measured: the whole preset, its record of 2026-11-27"]]
+    resumed = [{"label": "deep", "resumed_at": 10, "steps": 100}]
+    write_record(book, "thm-c08-memorization", [True], resumed_from_checkpoints=resumed)
+    body, _ = pages.cost_rows(book, scorecard.rows(book))  # its time is the end of the run: the projection stands
+    assert body == [["Theorem C.8", "10 min", "30 s", "projected from a 5 % slice; its record of 2026-11-27 "
+                     "continued the run from a checkpoint, so its time covers only the end"]]
+    monkeypatch.delitem(pages.PAPER_COSTS, "thm-c08-memorization")
+    body, _ = pages.cost_rows(book, scorecard.rows(book))
+    assert body == [["Theorem C.8", "24 min", "—", "measured: the end of the run, continued from a checkpoint "
+                     "(no projection of the whole), its record of 2026-11-27"]]

@@ -186,8 +186,11 @@ class Scorecard(ScorecardDirective):
                                           f"{_duration(row.run.duration_s)})")
             if row.paper is not None:
                 stale = " stale" if row.paper.stale else ""
+                chapter = row.docname[len(GENERATED):].split("/")[0]
+                prov = (records.read(Path(self.env.srcdir), chapter, row.stem) or {}).get("provenance") or {}
+                piece = "its last piece, resumed from a checkpoint, " if prov.get("resumed_from_checkpoints") else ""
                 paper = nodes.paragraph(text=f"{row.paper.passed}/{row.paper.total}{stale} "
-                                             f"({_duration(row.paper.duration_s)})"
+                                             f"({piece}{_duration(row.paper.duration_s)})"
                                              + (f"; {len(row.paper.disagreements)} disagreement(s)"
                                                 if row.paper.disagreements else ""))
             else:
@@ -504,15 +507,20 @@ class FigureNumbers(SphinxDirective):
 def cost_rows(root: Path, table: list[scorecard.Row]) -> tuple[list[list[str]], int]:
     """The cost of each page's paper preset, as the pages state it: the wall time of its record
     where it has one (a run of the whole preset, in the GPU column where it ran on one), else the
-    projection of :data:`PAPER_COSTS`; and the number of pages with neither."""
+    projection of :data:`PAPER_COSTS`, which also stands for a record that continued its run from a
+    checkpoint (its time is only the end); and the number of pages with neither."""
     body, unknown = [], 0
     for row in table:
         cost = PAPER_COSTS.get(row.stem)
         cpu = _duration(float(cost["cpu_s"])) if cost else "—"
         gpu = _duration(float(cost["gpu_s"])) if cost and cost["gpu_s"] else "—"
-        if row.paper is not None and row.paper.duration_s is not None:
-            chapter = row.docname[len(GENERATED):].split("/")[0]
-            prov = (records.read(root, chapter, row.stem) or {}).get("provenance") or {}
+        chapter = row.docname[len(GENERATED):].split("/")[0]
+        prov = ((records.read(root, chapter, row.stem) or {}).get("provenance") or {}) if row.paper else {}
+        if prov.get("resumed_from_checkpoints") and cost is not None:
+            # the record's time is the end of a run continued from a checkpoint: the projection stands
+            body.append([row.item, cpu, gpu, f"{cost['how']}; its record of {str(prov.get('started_at', '?'))[:10]} "
+                         f"continued the run from a checkpoint, so its time covers only the end"])
+        elif row.paper is not None and row.paper.duration_s is not None:
             machine = prov.get("machine") or {}
             if machine.get("gpu") or machine.get("device") == "cuda":
                 gpu = _duration(row.paper.duration_s)
@@ -521,7 +529,9 @@ def cost_rows(root: Path, table: list[scorecard.Row]) -> tuple[list[list[str]], 
             cached = str(prov.get("cached_runs", ""))
             reused = (f", {cached} runs read from the result cache"
                       if cached[:1].isdigit() and not cached.startswith("0 ") else "")
-            body.append([row.item, cpu, gpu, f"measured: the whole preset, its record of "
+            whole = ("the end of the run, continued from a checkpoint (no projection of the whole)"
+                     if prov.get("resumed_from_checkpoints") else "the whole preset")
+            body.append([row.item, cpu, gpu, f"measured: {whole}, its record of "
                          f"{str(prov.get('started_at', '?'))[:10]}{reused}" + (" (stale)" if row.paper.stale else "")])
         elif cost is not None:
             body.append([row.item, cpu, gpu, cost["how"]])
