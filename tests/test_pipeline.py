@@ -81,6 +81,7 @@ SLOW = FRONT_MATTER + """
 preset = "quick"
 seconds = 1.0
 marker = ""
+release = ""   # a file: the run holds its page until it exists
 ```
 
 ```{code-cell} ipython3
@@ -97,6 +98,10 @@ for _ in range(20):
     time.sleep(seconds / 20)
     bar.update(1)
 bar.close()
+for _ in range(1200 if release else 0):
+    if Path(release).exists():
+        break
+    time.sleep(0.1)
 Report("slow", {"seconds": seconds}).save()
 ```
 """
@@ -552,14 +557,23 @@ def test_a_run_leaves_the_environment_it_found(repo: Path, monkeypatch: pytest.M
 
 def test_two_runs_at_once_on_one_page(repo: Path, tmp_path: Path) -> None:
     """Issue 5: two `grokkit run` on one folder gave a false failure or two results."""
-    marker = tmp_path / "started"
-    # The first run holds the page long enough for the second to start, even on a loaded machine.
-    args = ("run", "slow", "-p", "seconds=12.0", "-p", f"marker={str(marker)!r}")
+    marker, release = tmp_path / "started", tmp_path / "release"
+    # The first run holds the page until the second has said that it waits for it: no race with
+    # the second's start-up, however loaded the machine.
+    args = ("run", "slow", "-p", "seconds=0.5", "-p", f"marker={str(marker)!r}",
+            "-p", f"release={str(release)!r}")
     first = grokkit(repo, *args)
     wait_for(marker, first)
     second = grokkit(repo, *args)
+    said = []
+    while not any("waiting for it" in line for line in said):
+        line = second.stdout.readline()
+        assert line, second.communicate()  # the second ended without waiting
+        said.append(line)
+    release.write_text("go")
     out1, err1 = first.communicate(timeout=120)
     out2, err2 = second.communicate(timeout=120)
+    out2 = "".join(said) + out2
     assert first.returncode == 0 and second.returncode == 0, err1 + err2
     assert "slow  preset=quick" in out1
     assert "slow: another grokkit run is writing this page; waiting for it" in out2
