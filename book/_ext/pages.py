@@ -186,9 +186,8 @@ class Scorecard(ScorecardDirective):
                                           f"{_duration(row.run.duration_s)})")
             if row.paper is not None:
                 stale = " stale" if row.paper.stale else ""
-                chapter = row.docname[len(GENERATED):].split("/")[0]
-                prov = (records.read(Path(self.env.srcdir), chapter, row.stem) or {}).get("provenance") or {}
-                piece = "its last piece, resumed from a checkpoint, " if prov.get("resumed_from_checkpoints") else ""
+                resumed = _provenance(Path(self.env.srcdir), row).get("resumed_from_checkpoints")
+                piece = "its last piece, resumed from a checkpoint, " if resumed else ""
                 paper = nodes.paragraph(text=f"{row.paper.passed}/{row.paper.total}{stale} "
                                              f"({piece}{_duration(row.paper.duration_s)})"
                                              + (f"; {len(row.paper.disagreements)} disagreement(s)"
@@ -504,6 +503,14 @@ class FigureNumbers(SphinxDirective):
                        [20, 30, 50], ["figure-numbers"])]
 
 
+def _provenance(root: Path, row: scorecard.Row) -> dict[str, Any]:
+    """The provenance of the row's paper-scale record; {} where it has none."""
+    if row.paper is None:
+        return {}
+    chapter = row.docname[len(GENERATED):].split("/")[0]
+    return (records.read(root, chapter, row.stem) or {}).get("provenance") or {}
+
+
 def cost_rows(root: Path, table: list[scorecard.Row]) -> tuple[list[list[str]], int]:
     """The cost of each page's paper preset, as the pages state it: the wall time of its record
     where it has one (a run of the whole preset, in the GPU column where it ran on one), else the
@@ -514,8 +521,7 @@ def cost_rows(root: Path, table: list[scorecard.Row]) -> tuple[list[list[str]], 
         cost = PAPER_COSTS.get(row.stem)
         cpu = _duration(float(cost["cpu_s"])) if cost else "—"
         gpu = _duration(float(cost["gpu_s"])) if cost and cost["gpu_s"] else "—"
-        chapter = row.docname[len(GENERATED):].split("/")[0]
-        prov = ((records.read(root, chapter, row.stem) or {}).get("provenance") or {}) if row.paper else {}
+        prov = _provenance(root, row)
         if prov.get("resumed_from_checkpoints") and cost is not None:
             # the record's time is the end of a run continued from a checkpoint: the projection stands
             body.append([row.item, cpu, gpu, f"{cost['how']}; its record of {str(prov.get('started_at', '?'))[:10]} "
