@@ -189,6 +189,34 @@ def test_margin_classification_accuracy_bad_inputs(args, match):
         gk.theory.background.margin_classification_accuracy(*args)
 
 
+def test_margin_classification_accuracy_of_projection_and_norm():
+    """The accuracy from c = <w, w*> and ||w|| alone is the one from w."""
+    rs = np.random.RandomState(1)
+    w_star = rs.standard_normal(40)
+    w_star /= np.linalg.norm(w_star)
+    W = np.stack([w_star + s * rs.standard_normal(40) for s in (0.0, 0.05, 0.3, 3.0)])
+    np.testing.assert_allclose(
+        gk.theory.background.margin_classification_accuracy_of(W @ w_star, np.linalg.norm(W, axis=1), 2.0),
+        gk.theory.background.margin_classification_accuracy(W, w_star, 2.0), atol=1e-12)
+    with pytest.raises(ValueError, match="norm must be at least"):
+        gk.theory.background.margin_classification_accuracy_of(np.array([1.0]), np.array([0.5]), 2.0)
+    with pytest.raises(ValueError, match="c and norm must have one shape"):
+        gk.theory.background.margin_classification_accuracy_of(np.ones(2), np.ones(3), 2.0)
+
+
+def test_diagonal_net_projections_are_those_of_its_iterates():
+    """``directions`` records <beta, d_k> at every record: the same numbers as the recorded iterates give."""
+    tasks = [gk.data.background.margin_classification(300, 16, 5.0, n_test=50, seed=k) for k in range(2)]
+    X, y = np.stack([t.X for t in tasks]), np.stack([t.y for t in tasks])
+    D = np.stack([np.stack([t.w_star, np.ones(300) / np.sqrt(300)]) for t in tasks])      # (G, 2, n)
+    run = gk.kernels.diagonal_net(X, y, alpha=0.1, beta2=1e-2, init_scale=0.5, loss="logistic", steps=200,
+                                  directions=D, record_b=True, dense=0, per_decade=10, device="cpu")
+    assert run.projections.shape == (2, len(run.steps), 2)
+    np.testing.assert_allclose(run.projections, np.einsum("gtn,gkn->gtk", run.b, D), atol=1e-12)
+    with pytest.raises(ValueError, match="directions must have shape"):
+        gk.kernels.diagonal_net(X, y, alpha=0.1, steps=2, loss="logistic", directions=D[:, :, :5], device="cpu")
+
+
 # --- metrics ----------------------------------------------------------------------------------
 
 def test_cosine():

@@ -11,6 +11,8 @@ each hyper-parameter is a scalar or a (G,) grid (see :func:`grokkit.kernels.grid
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -459,10 +461,11 @@ def _branch_gradient(loss: str, X, y, W, depth) -> tuple[torch.Tensor, torch.Ten
 def _diagonal_net_step(loss: str, depth: int | None, l1: bool):
     """The step of :func:`diagonal_net`; ``depth`` when every configuration has that depth (the
     exponent is then a Python integer), ``l1`` False when every ``beta1`` is 0 (its term is skipped)."""
-    def step(x, X, y, alpha, beta1, beta2, **test_set):
+    def step(x, X, y, alpha, beta1, beta2, **observed):
         r"""One gradient step on both branches of ``x = [W, depth]``: :math:`w_\pm \leftarrow w_\pm -
         \alpha(\pm Dw_\pm^{D-1} \odot \nabla_\beta\ell(\beta) + \beta_1\operatorname{sign}(w_\pm) + \beta_2 w_\pm)`
-        (``beta2=None`` means 0; the test set, passed with the data, is not used)."""
+        (``beta2=None`` means 0; what is only observed, passed with the data, is not used: the test
+        set, the directions)."""
         W, depths = x
         _, update = _branch_gradient(loss, X, y, W, depths if depth is None else depth)
         if l1:
@@ -493,16 +496,32 @@ def _observe_diagonal_net(loss: str):
             test = nan if X_test is None else (y_test * apply(X_test, beta) <= 0).to(beta.dtype).mean(dim=-1)
         penalty = col["beta1"][:, :, None] * torch.sign(W) + col["beta2"][:, :, None] * W
         ratio = norm(penalty.flatten(1), dim=-1) / norm(data_grad.flatten(1), dim=-1)
-        return torch.stack([train, test, norm(beta, 1, dim=-1), norm(beta, dim=-1), ratio]), []
+        directions = data.get("directions")
+        projections = [] if directions is None else [(directions @ beta[..., None])[..., 0]]   # ⟨β, d_k⟩ (g, k)
+        return torch.stack([train, test, norm(beta, 1, dim=-1), norm(beta, dim=-1), ratio]), projections
     return evaluate
+
+
+@dataclass
+class DiagonalNetTrajectory(Trajectory):
+    r"""A :class:`~grokkit.kernels.Trajectory` of :func:`diagonal_net`, with ``projections`` (G, T, k):
+    :math:`\langle\beta, d_k\rangle` at every record for the ``directions`` :math:`d_k` of the call
+    (None without). With the recorded :math:`\|\beta\|_2` (``l2``) they give the angle of β to each
+    direction without keeping the iterates (``b``), which at a large n do not fit in a checkpoint."""
+
+    projections: np.ndarray | None = None
+
+
+def _diagonal_net_result(*, curves, iterates, final, traces, **fields) -> DiagonalNetTrajectory:
+    return DiagonalNetTrajectory(**fields, **curves, b=iterates, b_final=final, projections=traces.get("projections"))
 
 
 # The iterate is [W, depth]: the two branches (G, 2, n) and each configuration's depth (G, 1), which
 # travels with it; β = w₊^D − w₋^D is recorded. A 0–1 error has no divergence to show: the norms do.
 DIAGONAL_NETS = {loss: Family(penalty="beta1", curves=METRICS, finite=("train_error", "l1", "l2"), operands=("X", "y"),
-                              target="b_star", evaluate=_observe_diagonal_net(loss), result=_sparse_result,
-                              unbatched={"X": 2, "X_test": 2}, view=lambda x: signed_powers(*x)[0],
-                              fused=compiled(fused.diagonal_steps(loss), None))
+                              target="b_star", evaluate=_observe_diagonal_net(loss), result=_diagonal_net_result,
+                              unbatched={"X": 2, "X_test": 2, "directions": 2}, traces=("projections",),
+                              view=lambda x: signed_powers(*x)[0], fused=compiled(fused.diagonal_steps(loss), None))
                  for loss in LOSSES}
 
 
@@ -531,8 +550,8 @@ def _labels(name: str, y: torch.Tensor, loss: str) -> None:
 
 @cached
 def diagonal_net(X, y, *, alpha, steps, depth=2, init_scale=1.0, beta1=0.0, beta2=0.0, loss="square", b_star=None,
-                 X_test=None, y_test=None, record_b=False, dense=1000, per_decade=100, stop_periodic=True,
-                 device="auto", progress=None) -> Trajectory:
+                 X_test=None, y_test=None, directions=None, record_b=False, dense=1000, per_decade=100,
+                 stop_periodic=True, device="auto", progress=None) -> DiagonalNetTrajectory:
     r"""Gradient descent on the diagonal linear network :math:`\beta = w_+^{\odot D} - w_-^{\odot D}`
     of Woodworth et al. (eq. 10; D = 2 is their eq. 3) and Lyu et al. (eq. 4, D = 2), from the
     unbiased initialisation :math:`w_+(0) = w_-(0) = \zeta\mathbf 1` (so β(0) = 0), for
@@ -551,14 +570,15 @@ def diagonal_net(X, y, *, alpha, steps, depth=2, init_scale=1.0, beta1=0.0, beta
     ``alpha`` > 0, ``beta1``, ``beta2`` ≥ 0, ``init_scale`` > 0 and ``depth`` (integers ≥ 1) are
     scalars or (G,) grids of one length (:func:`grokkit.kernels.grid`), all run in one batch. ``X``
     (N, n) and ``y`` (N,) are shared, or one per configuration ((G, N, n), (G, N)). ``b_star`` (the
-    ground truth) or a test set ``X_test`` (M, n), ``y_test`` (M,) sets ``test_error``.
+    ground truth) or a test set ``X_test`` (M, n), ``y_test`` (M,) sets ``test_error``. ``directions``
+    (k, n), shared, or (G, k, n) adds ``projections``, :math:`\langle\beta, d_k\rangle` at every record.
 
-    Returns a :class:`~grokkit.kernels.Trajectory` of β on :func:`~grokkit.kernels.log_schedule`:
+    Returns a :class:`DiagonalNetTrajectory` of β on :func:`~grokkit.kernels.log_schedule`:
     ``train_error`` (square: :math:`\|\tilde X\beta - y\|/\|y\|`; logistic: the training 0–1 error),
     ``test_error`` (square: :math:`\|\beta - \beta^*\|/\|\beta^*\|`, or the relative residual on the test
     set; logistic: the test 0–1 error; NaN without either), ``l1``, ``l2`` of β, ``grad_ratio``
-    (the penalties' gradient over the loss's, in θ), ``b`` (G, T, n) with ``record_b`` and
-    ``b_final``; ``config["depth"]`` the depths. No step-size check applies (the Hessian grows
+    (the penalties' gradient over the loss's, in θ), ``b`` (G, T, n) with ``record_b``, ``b_final``
+    and ``projections`` (G, T, k) with ``directions``; ``config["depth"]`` the depths. No step-size check applies (the Hessian grows
     with the weights): configurations that diverge are stopped and reported (``RuntimeWarning``).
     Raises ``ValueError`` before any compute for a bad input."""
     check_option("loss", loss, LOSSES)
@@ -572,7 +592,7 @@ def diagonal_net(X, y, *, alpha, steps, depth=2, init_scale=1.0, beta1=0.0, beta
         raise ValueError(f"init_scale must be in (0, inf): β = 0 is a stationary point, got "
                          f"{config['init_scale'][config['init_scale'] <= 0][0]:g}")
     G = max(config["alpha"].size, depth.size, _leading(X, 2), _leading(y, 1),
-            _leading(b_star, 1) if b_star is not None else 1)
+            _leading(b_star, 1) if b_star is not None else 1, _leading(directions, 2) if directions is not None else 1)
     for name, size in (("depth", depth.size), ("alpha, beta1, beta2 and init_scale", config["alpha"].size)):
         if size not in (1, G):
             raise ValueError(f"{name} must be one value or one per configuration (G = {G}), got {size}")
@@ -589,6 +609,13 @@ def diagonal_net(X, y, *, alpha, steps, depth=2, init_scale=1.0, beta1=0.0, beta
     data = {"X": X.to(device), "y": y.to(device), "b_star": None if b_star is None else b_star.to(device)}
     if X_test is not None:
         data.update(X_test=X_test.to(device), y_test=y_test.to(device))
+    if directions is not None:
+        directions = _tensor("directions", directions, "(k, n)", G)
+        if directions.shape[-1] != n or directions.shape[-2] < 1:
+            raise ValueError(f"directions must have shape (k, n) or (G, k, n) with k >= 1 and n = {n} (the columns "
+                             f"of X), got {tuple(directions.shape)}")
+        check_finite("directions", directions)
+        data["directions"] = directions.to(device)
     step = _diagonal_net_step(loss, int(depth[0]) if np.all(depth == depth[0]) else None, bool(config["beta1"].any()))
     return run(DIAGONAL_NETS[loss], "diagonal_net", step, data, config, x0, steps,
                work=G * N * n, record=record_b, dense=dense, per_decade=per_decade, stop_periodic=stop_periodic,

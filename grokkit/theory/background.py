@@ -658,9 +658,25 @@ def margin_classification_accuracy(w, w_star, gamma: float) -> np.ndarray:
     check_finite("w_star", w_star)
     if abs(np.linalg.norm(w_star) - 1.0) > 1e-9:
         raise ValueError(f"w_star must be a unit vector, got norm {np.linalg.norm(w_star):.6g}")
+    return margin_classification_accuracy_of(w @ w_star, np.linalg.norm(w, axis=-1), gamma)
+
+
+def margin_classification_accuracy_of(c, norm, gamma: float) -> np.ndarray:
+    r"""The accuracy of :func:`margin_classification_accuracy` from :math:`c = \langle w, w^*\rangle`
+    and :math:`\|w\|_2` alone (``c`` and ``norm`` of one shape), as a run that records only the
+    projection of its weight on :math:`w^*` gives them (``projections`` of
+    :func:`grokkit.kernels.diagonal_net`): :math:`r^2 = \|w\|_2^2 - c^2`."""
+    c, norm = np.asarray(c, dtype=float), np.asarray(norm, dtype=float)
+    if c.shape != norm.shape:
+        raise ValueError(f"c and norm must have one shape, got {c.shape} and {norm.shape}")
+    check_finite("c", c)
+    check_finite("norm", norm)
+    bad = np.abs(c) > norm * (1 + 1e-9)                          # Cauchy-Schwarz, with a unit w*
+    if bad.any():
+        raise ValueError(f"norm must be at least |c| (w* is a unit vector), got c = {c[bad].ravel()[0]:.6g} "
+                         f"with norm {norm[bad].ravel()[0]:.6g}")
     gamma = check_range("gamma", gamma, 0.0, closed="left")
-    c = w @ w_star
-    r = np.sqrt(np.maximum(np.sum(w * w, axis=-1) - c * c, 0.0))
+    r = np.sqrt(np.maximum(norm * norm - c * c, 0.0))
     nodes, weights = np.polynomial.legendre.leggauss(128)
     a, weights = 6.0 * (nodes + 1.0), 6.0 * weights            # [-1, 1] -> [0, 12]
     phi = np.exp(-a * a / 2) / math.sqrt(2 * math.pi)
