@@ -15,11 +15,12 @@ import os
 import platform
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from grokkit import cache, checkpoint
+from grokkit import cache, checkpoint, records
 from grokkit._checks import check_int, check_option, check_range, check_seed, show
 
 PRESETS = ("quick", "paper")
@@ -235,6 +236,16 @@ class Report:
     def measure(self, **values: Any) -> None:
         """Record measured quantities (scalars or arrays) under their names."""
         self.measured.update(values)
+
+    def at_paper_scale(self, chapter: str, preset: str) -> dict[str, Any] | None:
+        """What this page measured at the paper's scale, for a page that sets it beside its quick
+        numbers: this run's own (:meth:`measure`) when ``preset`` is ``"paper"``, else those of the
+        page's record (``book/paper_runs/<chapter>/``), None where it has none yet. A paper run never
+        reads its own previous record: it would compare itself with its predecessor."""
+        if preset == "paper":
+            return self.measured
+        found = records.read(Path(__file__).parents[1], chapter, self.notebook)
+        return None if found is None else found["measured"]
 
     # --- the paper's claims -------------------------------------------------------------------
 

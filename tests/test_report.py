@@ -244,3 +244,13 @@ def test_setup_checks_are_apart_from_the_papers_claims():
     assert "BROKEN  broken set-up" in r.summary()
     with pytest.raises(AssertionError, match="broken set-up"):
         r.verify()
+
+
+def test_at_paper_scale_is_the_run_itself_at_the_paper_preset():
+    """A paper run reads its own numbers, never its previous record; a quick run reads the record."""
+    report = Report("fig01-generalization-time", {})
+    report.measure(alpha=[0.5])
+    assert report.at_paper_scale("sparse_recovery", "paper") is report.measured
+    record = report.at_paper_scale("sparse_recovery", "quick")
+    assert record is not None and record != report.measured and len(record["alpha"]) == 36
+    assert Report("no-such-page", {}).at_paper_scale("sparse_recovery", "quick") is None
