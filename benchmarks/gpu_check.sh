@@ -15,10 +15,12 @@
 #   paper.txt          the paper presets of the pages named by $PAGES (default: Figures 1 and 53;
 #                      benchmarks/run_page.py, at most $PAGE_LIMIT seconds each), and one JSON
 #                      summary each: <stem>.paper.json; progress.json: how far the last page got
-#   paper_runs.tar.gz  the pages' paper-scale records (grokkit.records), those that finished: unpack
-#                      at the repository root (tar xzf paper_runs.tar.gz) and commit them. The copy
-#                      on the GPU machine has no git history: pass the commit that runs,
-#                      GROKKIT_COMMIT=$(git rev-parse HEAD), from a committed checkout.
+#   paper_runs.tar.gz  the pages' paper-scale records (grokkit.records), those that finished, and the
+#                      checkpoints of those stopped at their deadline ($PAGE_LIMIT less $PAGE_MARGIN
+#                      seconds, default 30): unpack at the repository root (tar xzf paper_runs.tar.gz)
+#                      and commit them; the checkpoints travel back with the working tree on the next
+#                      run, which continues them. The copy on the GPU machine has no git history: pass
+#                      the commit that runs, GROKKIT_COMMIT=$(git rev-parse HEAD), from a committed checkout.
 # Installs nothing. Every part has a timeout and the next part runs whatever the previous one did.
 set -u
 cd "$(dirname "$0")/.."
@@ -80,16 +82,22 @@ fi
 
 # (d) paper presets of pages (PAGES: MyST paths; PAGE_LIMIT seconds each), their summaries in $OUT
 # and the progress of the last one (steps done, seconds) in progress.json: a page stopped by its
-# limit still says how far it got
+# limit still says how far it got. Each page's runs stop cleanly PAGE_MARGIN seconds before its
+# limit, their state checkpointed in book/paper_runs/checkpoints (run_page.py --record), where the
+# checkpoints of a previous run, carried in with the working tree, are continued
 for page in ${PAGES:-notebooks/sparse_recovery/fig01-generalization-time.md notebooks/neural_networks/fig53-mlp-modular-addition-nuclear.md}; do
     stem=$(basename "$page" .md)
-    GROKKIT_PROGRESS="$OUT/progress.json" part "$stem (paper)" "${PAGE_LIMIT:-120}" "$OUT/paper.txt" \
+    GROKKIT_DEADLINE=$(( ${PAGE_LIMIT:-120} - ${PAGE_MARGIN:-30} ))s GROKKIT_PROGRESS="$OUT/progress.json" \
+        part "$stem (paper)" "${PAGE_LIMIT:-120}" "$OUT/paper.txt" \
         $PY benchmarks/run_page.py "$page" --preset paper --record --summary "$OUT/$stem.paper.json"
 done
 records=$(ls book/paper_runs/*/*.json 2>/dev/null | while read -r f; do
     [ "$f" -nt "$START" ] && echo "${f%.json}"; done)
-if [ -n "$records" ]; then
-    tar czf "$OUT/paper_runs.tar.gz" $(for r in $records; do ls "$r".json "$r".ipynb "$r"-*.png 2>/dev/null; done)
+checkpoints=$(ls book/paper_runs/checkpoints/*/*.ckpt 2>/dev/null | while read -r f; do
+    [ "$f" -nt "$START" ] && echo "$f"; done)
+if [ -n "$records$checkpoints" ]; then
+    tar czf "$OUT/paper_runs.tar.gz" $checkpoints \
+        $(for r in $records; do ls "$r".json "$r".ipynb "$r"-*.png 2>/dev/null; done)
 fi
 
 echo "done: $OUT"

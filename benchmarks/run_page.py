@@ -5,12 +5,14 @@ The code cells of the MyST notebook are executed in order in one namespace, as p
 with ``preset`` (and any ``--set name=value``, a Python literal) injected after the parameters
 cell, matplotlib on its non-interactive backend, and the JSON summary written where
 ``--summary`` says (the page's ``report.save()``). Prints the claims table and the seconds taken;
-exits 1 if a claim failed (the summary is written first).
+exits 1 if a claim failed (the summary is written first), 3 if a run stopped at its deadline.
 
 With ``--record``, the run (at the paper preset, no ``--set``) is also kept as the page's
 paper-scale record in ``book/paper_runs/<chapter>/`` (:mod:`grokkit.records`): its figures, a
 notebook of its code cells with their outputs, and the provenance of this machine; the commit is
-``$GROKKIT_COMMIT`` where the copy has no git history (a GPU machine's working tree).
+``$GROKKIT_COMMIT`` where the copy has no git history (a GPU machine's working tree). Its runs
+checkpoint into ``book/paper_runs/checkpoints`` (unless ``$GROKKIT_CHECKPOINTS`` says otherwise)
+and stop cleanly at ``$GROKKIT_DEADLINE``; the same command continues them.
 
     python benchmarks/run_page.py notebooks/neural_networks/fig52-....md --preset paper --summary out.json
 """
@@ -65,6 +67,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.record and (args.preset != "paper" or args.set):
         parser.error("--record keeps the paper preset's own run: use --preset paper and no --set")
+    from grokkit import checkpoint, records
+
+    if args.record:  # a recorded run checkpoints into the repository, as `grokkit run --record` does
+        os.environ.setdefault(checkpoint.ENV, str(Path(__file__).resolve().parents[1] / records.CHECKPOINTS))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,6 +95,9 @@ def main() -> int:
             exec(compile(source, args.page, "exec"), namespace)
         except AssertionError as err:  # report.verify(): failed claims, after report.save()
             verify_error = err
+        except checkpoint.DeadlineReached as err:  # its state is saved: the same command continues it
+            print(f"{args.page}: {err}")
+            return 3
         if "parameters" in tags:
             namespace.update(overrides)
         outputs = []
