@@ -57,7 +57,7 @@ NOTEBOOK_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # page still runs and prints the same claims without recomputing the kernels (their
 # determinism is tested in tests/).
 test: install $(TRITON)
-	$(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto tests
+	$(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto --durations=15 tests
 	$(BIN)/grokkit run all --preset quick
 	GROKKIT_CACHE=$(CURDIR)/.cache $(NOTEBOOK_THREADS) $(BIN)/python -m pytest -n auto --dist loadfile --nbval-lax \
 	  --nbval-current-env -p no:cacheprovider -o addopts="" book/generated
