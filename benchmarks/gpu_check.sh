@@ -3,7 +3,7 @@
 #
 #     OUT=/some/folder bash benchmarks/gpu_check.sh        # OUT defaults to ./gpu_check_out
 #
-# in at most about 8 minutes, writing into $OUT (at most 8 files: the device tool brings back no more):
+# in at most about 8 minutes (ONLY_PAGES=1: the paper presets of (d) alone), writing into $OUT (at most 8 files: the device tool brings back no more):
 #   status.txt         the environment (nvidia-smi, python/torch/triton/numpy, CUDA devices, the fused
 #                      CPU path), then each part's exit status (124: its timeout) and seconds
 #   gpu_tests.txt      tests/test_persistent.py (the persistent Triton kernels and polar() on CUDA
@@ -69,7 +69,9 @@ EOF
 cc --version 2>&1 | head -1 || true
 "
 
-# (b) the CUDA comparisons (-v: what passed survives a timeout)
+# (b) the CUDA comparisons (-v: what passed survives a timeout); ONLY_PAGES=1 skips (b) and (c),
+# for a lease spent on paper presets
+if [ "${ONLY_PAGES:-0}" != 1 ]; then
 part "GPU tests" ${TEST_LIMIT:-120} "$OUT/gpu_tests.txt" \
     $PY -m pytest -v -rs -p no:cacheprovider --durations=10 tests/test_persistent.py tests/test_gpu.py -m "gpu or not gpu"
 # (c) the persistent kernels against the PyTorch steps on this GPU, side by side
@@ -78,6 +80,7 @@ if [ "${FULL:-0}" = 1 ]; then
     part bench_matrix 70 "$OUT/bench.md" $PY benchmarks/bench_matrix.py --device cuda
     part bench_nets 90 "$OUT/bench.md" $PY benchmarks/bench_nets.py --device cuda --steps 200 --repeats 2
     part bench_sparse 40 "$OUT/bench.md" $PY benchmarks/bench_sparse.py --device cuda
+fi
 fi
 
 # (d) paper presets of pages (PAGES: MyST paths; PAGE_LIMIT seconds each), their summaries in $OUT
