@@ -3,7 +3,8 @@
 #
 #     OUT=/some/folder bash benchmarks/gpu_check.sh        # OUT defaults to ./gpu_check_out
 #
-# in at most about 8 minutes (ONLY_PAGES=1: the paper presets of (d) alone), writing into $OUT (at most 8 files: the device tool brings back no more):
+# in at most about 8 minutes (ONLY_PAGES=1: the paper presets of (d) alone), writing into $OUT
+# (at most 8 files: the device tool brings back no more):
 #   status.txt         the environment (nvidia-smi, python/torch/triton/numpy, CUDA devices, the fused
 #                      CPU path), then each part's exit status (124: its timeout) and seconds
 #   gpu_tests.txt      tests/test_persistent.py (the persistent Triton kernels and polar() on CUDA
