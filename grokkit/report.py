@@ -80,6 +80,9 @@ PARAMETER_CHECKS = {
     "snr": lambda name, value: value is None or _positive(name, value),
     "variance": lambda name, value: check_option(name, value, ("1/n", "1/N")),
     "device": _device,
+    # one published run trained beside a grid (Figure 52: the first author's blog note); None: none
+    "reference_alpha": lambda name, value: value is None or _positive(name, value),
+    "reference_beta": lambda name, value: value is None or _nonnegative(name, value),
 }
 
 
