@@ -29,6 +29,19 @@ def test_resolve_none_keeps_preset_and_value_overrides():
     assert PRESETS["paper"] == {"steps": 10**6, "n": 100, "beta1": 1e-5}  # the preset is not modified
 
 
+def test_a_second_run_is_none_where_the_preset_does_not_train_it_and_checked_where_it_does():
+    presets = {"quick": {"steps": 10, "faithful_steps": None, "reference_alpha": None},
+               "paper": {"steps": 10, "faithful_steps": 20, "reference_alpha": 1e-3}}
+    assert resolve(presets, "quick", {})["faithful_steps"] is None
+    assert resolve(presets, "paper", {})["reference_alpha"] == 1e-3
+    with pytest.raises(ValueError, match=r"reference_alpha must be in \(0.0, inf\), got -1"):
+        resolve(presets, "paper", {"reference_alpha": -1})
+    with pytest.raises(ValueError, match=r"faithful_steps must be an integer in \[1, inf\), got 0.5"):
+        resolve(presets, "quick", {"faithful_steps": 0.5})
+    with pytest.raises(ValueError, match=r"steps must be an integer"):  # None is only a second run's
+        resolve({"quick": {"steps": None}}, "quick", {})
+
+
 def test_resolve_unknown_preset():
     with pytest.raises(ValueError, match=r"preset must be one of \['paper', 'quick'\], got 'full'"):
         resolve(PRESETS, "full", {})
