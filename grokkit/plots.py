@@ -529,7 +529,8 @@ def mechanism(traj, t1: float, t2: float, target: np.ndarray, g: int = 0, ratio:
 def error_grid(traj, color, color_label: str, panel=None, panel_label: str | None = None, t2=None,
                ncols: int = 3, curves: tuple[str, str] = ("train_error", "test_error"),
                labels: tuple[str, str] = ("train", "recovery"), ylabel: str = "relative error",
-               yscale: str = "log", rows=None, ylim: tuple[float, float] | None = None):
+               yscale: str = "log", rows=None, ylim: tuple[float, float] | None = None,
+               control=None, control_panel=None, control_rows=None):
     r"""Train and test curves of many configurations (Figures 3, 42, 45, 47–57): one panel per
     value of ``panel`` (G,) (titled ``panel_label`` = value), one colour per value of ``color``
     (G,) on a colour bar labelled ``color_label`` (log scale when the values span more than a
@@ -537,7 +538,10 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     training and recovery errors; ``train_loss``/``test_loss`` or ``train_accuracy``/
     ``test_accuracy`` for networks), log step axis, ``yscale`` "log" or "linear" and ``ylim``;
     dotted vertical lines at ``t2`` (G,) where given. ``rows`` (a boolean mask or indices of
-    the G configurations) draws only those, ``color``, ``panel`` and ``t2`` staying (G,)."""
+    the G configurations) draws only those, ``color``, ``panel`` and ``t2`` staying (G,).
+    ``control``, a trajectory of the same model without the penalty (β = 0), is drawn in grey
+    in each panel: its configurations whose ``control_panel`` value is the panel's, among
+    ``control_rows`` (a mask or indices; all by default), within the range of the grid's curves."""
     from matplotlib.colors import LogNorm, Normalize
     from matplotlib.lines import Line2D
 
@@ -566,7 +570,23 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
                 ax.axvline(t2[g], color=c, ls=":", lw=0.8)
         if panel_label is not None:
             ax.set_title(f"{panel_label} = {value:g}")
-        if ylim is not None:
+    if control is not None:
+        # The panels keep the grid's range: a control that fits its training set to rounding
+        # leaves the frame rather than squash the grid's curves.
+        frame = ylim if ylim is not None else axes.flat[0].get_ylim()
+        t_c, keep_c = _logged(control)
+        n_c = len(getattr(control, curves[0]))
+        c_panel = np.zeros(n_c) if control_panel is None else np.asarray(control_panel, dtype=float)
+        c_drawn = np.zeros(n_c, dtype=bool)
+        c_drawn[np.arange(n_c) if control_rows is None else np.asarray(control_rows)] = True
+        for ax, value in zip(axes.flat, values):
+            for g in np.flatnonzero((c_panel == value) & c_drawn):
+                ax.plot(t_c, getattr(control, curves[0])[g][keep_c], color="0.6", lw=1.2, zorder=1.9)
+                ax.plot(t_c, getattr(control, curves[1])[g][keep_c], color="0.6", lw=1.2, ls="--",
+                        zorder=1.9)
+        ylim = frame
+    if ylim is not None:
+        for ax in axes.flat[:len(values)]:
             ax.set_ylim(*ylim)
     for ax in axes.flat[len(values):]:
         ax.set_visible(False)
@@ -578,6 +598,8 @@ def error_grid(traj, color, color_label: str, panel=None, panel_label: str | Non
     styles = [Line2D([], [], color="0.3", label=labels[0]), Line2D([], [], color="0.3", ls="--", label=labels[1])]
     if t2 is not None:
         styles.append(Line2D([], [], color="0.3", ls=":", label="$t_2$"))
+    if control is not None:
+        styles.append(Line2D([], [], color="0.6", lw=1.2, label=r"$\beta = 0$"))
     fig.legend(handles=styles, loc="outside lower center", ncols=len(styles))
     return fig
 

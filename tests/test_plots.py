@@ -289,3 +289,18 @@ def test_error_grid_draws_the_rows_asked_for_with_their_limits():
     panels = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in panels] == ["a = 1", "a = 3"]  # panel 2 held only an undrawn row
     assert [len(ax.lines) for ax in panels] == [4, 2] and panels[0].get_ylim() == (0, 1)
+
+
+def test_error_grid_draws_the_control_in_grey_in_its_panels():
+    steps = np.array([0, 1, 10, 100])
+    traj = types.SimpleNamespace(steps=steps, train_loss=np.full((3, 4), 0.5), test_loss=np.full((3, 4), 0.7))
+    control = types.SimpleNamespace(steps=steps, train_loss=np.full((3, 4), 0.1), test_loss=np.full((3, 4), 0.9))
+    fig = plots.error_grid(traj, [1e-3, 1e-2, 1e-3], "b", panel=[1.0, 1.0, 2.0], panel_label="a",
+                           curves=("train_loss", "test_loss"), control=control,
+                           control_panel=[1.0, 2.0, 1.0], control_rows=[True, True, False])
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    grey = [[line for line in ax.lines if line.get_color() == "0.6"] for ax in panels]
+    assert [len(g) for g in grey] == [2, 2]  # the third control row is not drawn
+    assert [line.get_linestyle() for line in grey[0]] == ["-", "--"]
+    assert list(grey[0][1].get_ydata()) == [0.9] * 3  # the test curve, from step 1 (a log axis)
+    assert "$\\beta = 0$" in [t.get_text() for t in fig.legends[0].get_texts()]
