@@ -377,6 +377,18 @@ def test_a_training_is_cached_under_its_values(tmp_path, monkeypatch, addition):
     np.testing.assert_array_equal(calls[0].params_final, calls[1].params_final)
 
 
+def test_the_control_is_the_unpenalised_run_whichever_page_trains_it(tmp_path, monkeypatch, teacher):
+    monkeypatch.setenv(gk.cache.ENV, str(tmp_path))
+    model = nets.TwoLayerMLP(8, 20, 2, seed=0)
+    control = nets.control(teacher, model, alpha=[1e-2, 3e-2], steps=20, device="cpu", progress=False)
+    l1 = nets.train(teacher, model, "l1", alpha=[1e-2, 3e-2], beta=0.0, steps=20, device="cpu", progress=False)
+    np.testing.assert_array_equal(control.config["beta"], 0.0)
+    np.testing.assert_allclose(control.params_final, l1.params_final, rtol=0, atol=1e-6)
+    again = nets.control(teacher, model, alpha=[1e-2, 3e-2], steps=20, device="cpu", progress=False)
+    assert [e["hit"] for e in gk.cache.events()[-3:]] == [False, False, True]  # one cached run per setting
+    np.testing.assert_array_equal(again.params_final, control.params_final)
+
+
 def test_lstm_classifier_is_torch_lstm_with_a_linear_readout():
     model = nets.LSTMClassifier(9, 7, embedding=6, hidden=8, seed=0)
     tokens = torch.randint(0, 9, (5, 4), generator=torch.Generator().manual_seed(1))

@@ -892,3 +892,12 @@ def train(task, model: nn.Module, penalty: str, *, alpha, beta, steps: int, batc
     # one on the 2-core development machine with another process running.
     return run(NETS, method, _step_function(setup), {"setup": setup}, config, x0, steps,
                work=0, dense=dense, per_decade=per_decade, stop_periodic=False, progress=progress)
+
+
+def control(task, model: nn.Module, *, alpha, steps: int, **options) -> NetTrajectory:
+    r"""The control of a grid: :func:`train` without the penalty (β = 0) at each learning rate
+    ``alpha``, the same ``task``, ``model``, ``steps`` and ``options`` (``batch_size``, ``dense``,
+    ``per_decade``, ``device``). A late generalization is the penalty's only if its control does
+    not generalize (the β = 0 runs of Figures 3 and 47–57). With β = 0 the penalty is immaterial:
+    it is trained as ``"l2"``, so that pages of one setting share one cached run."""
+    return train(task, model, "l2", alpha=alpha, beta=0.0, steps=steps, **options)
