@@ -5,6 +5,8 @@ Sparse: the Figure 1 problem (n = 100, N = 30, float64) at 36, 144 and 576 confi
 6 x 6 grid tiled), the three methods, stacked problems (Figures 8-10: N from 10 to 100, padded)
 and the deep diagonal network; each row times ``advance`` of the kernel's steps between
 ``torch.cuda.synchronize()`` calls after a warm-up, against the PyTorch step function in a loop.
+Matrix completion: the Figure 5/42 problem (10 x 10, rank 2, 80 observed entries) on its 6 x 6 grid
+of α and β* (36 configurations) and tiled to 144, the three methods, a Jacobi SVD per step.
 Networks: the modular-addition MLP of Figure 53 (p = 97, d = 64, batch 2048, 18 configurations)
 with ℓ*, ``nets.train`` with the gradient from polar() in a CUDA graph, against autograd through
 cuSOLVER's SVD. Prints Markdown tables, then projections of paper presets from the rates.
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 import grokkit as gk
+from grokkit.kernels import matrix as mk
 from grokkit.kernels import nets, persistent, sparse
 from grokkit.kernels.run import configurations
 
@@ -83,6 +86,33 @@ def deep_rates(X, y, G: int, depth: int, steps: int, torch_steps: int):
     return t_mine, _timed(advance, torch_steps)
 
 
+FIG5_ALPHA = [0.0825, 0.1, 0.75, 0.825, 1.0, 1.5]
+FIG5_BETA_STAR = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+
+
+def matrix_rates(method: str, tiles: int, steps: int, torch_steps: int, device, first=None):
+    """µs per step of the persistent matrix kernel and of the PyTorch steps on the Figure 5/42 grid
+    (its ``first`` configurations only, if given: the interpreter's smoke run)."""
+    p = gk.data.matrix.problem(10, 10, 2, 80, seed=0)
+    g = gk.kernels.grid(alpha=FIG5_ALPHA, beta_star=FIG5_BETA_STAR)
+    config = {k: np.tile(v, tiles)[:first] for k, v in g.items()}
+    G = config["alpha"].size
+    op = mk.Measurements("completion", (10, 10), mask=torch.as_tensor(p.mask, device=device))
+    y = torch.as_tensor(p.y, device=device)
+    A0 = 1e-6 * torch.randn(G, 10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(device)
+    mine = persistent.MatrixSteps(method, op, y, config["alpha"], config["beta_star"], np.zeros(G), A0)
+    t_mine = _timed(mine.advance, steps)
+    col = {k: torch.as_tensor(config[k], device=device)[:, None, None] for k in ("alpha", "beta_star")}
+    step = {"subgradient": mk.subgradient_step, "proximal": mk.proximal_step,
+            "projected_subgradient": mk.projected_subgradient_step}[method]
+    state = {"A": A0.clone()}
+
+    def advance(k):
+        for _ in range(k):
+            state["A"] = step(state["A"], op, y, col["alpha"], col["beta_star"], None)
+    return t_mine, _timed(advance, torch_steps) if torch_steps else float("nan")
+
+
 def nuclear_rates(steps: int, device: str):
     """Seconds per step of Figure 53's ℓ* training: the gradient from polar() (graphed) against the SVD."""
     task = gk.data.nets.modular_addition(97, 0.4, seed=0)
@@ -143,6 +173,11 @@ def main() -> None:
     for depth in (2, 4):
         mine, ref = deep_rates(X, y, 40, depth, args.steps, args.torch_steps)
         rows.append((f"deep diagonal, L = {depth}, G = 40", 40, mine, ref))
+    for method, tiles in (("subgradient", 1), ("subgradient", 4), ("proximal", 1), ("projected_subgradient", 1)):
+        G = 2 if args.smoke else 36 * tiles  # the interpreter takes seconds for one 10 x 10 SVD
+        mine, ref = matrix_rates(method, tiles, max(args.steps // 10, 1), max(args.torch_steps // 10, 1), dev,
+                                 first=G)
+        rows.append((f"matrix {method}, Figure 5/42 problem, G = {G}", G, mine, ref))
     print("\n| run | persistent µs/step | PyTorch µs/step | ratio | persistent µs/config-step |")
     print("| --- | --- | --- | --- | --- |")
     for label, G, mine, ref in rows:
@@ -156,7 +191,9 @@ def main() -> None:
     print(f"final train loss, polar vs SVD (max abs difference over configurations): "
           f"{np.nanmax(np.abs(traj_p.train_loss[:, -1] - traj_s.train_loss[:, -1])):.3g}")
     fig1 = rows[0][2] * 1e8
+    fig5 = next(mine for label, _, mine, _ in rows if label.startswith("matrix subgradient")) * 1e7
     print(f"\nprojection: Figure 1 paper preset (36 x 1e8 steps): {fig1 / 60:.1f} min of steps; "
+          f"Figure 5/42 (36 x 1e7 steps): {fig5 / 60:.1f} min; "
           f"Figure 53 paper preset (20 002 steps): {tp * 20002 / 60:.1f} min")
 
 

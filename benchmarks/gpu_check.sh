@@ -11,7 +11,8 @@
 #                      against the PyTorch steps and the SVD) and tests/test_gpu.py (-m gpu: every
 #                      kernel family on CUDA against the CPU)
 #   bench.md           benchmarks/bench_persistent.py: the persistent kernels against the PyTorch
-#                      steps at 36, 144 and 576 configurations, Figure 53's l* step with polar()
+#                      steps at 36, 144 and 576 configurations, the matrix kernel on the Figure 5/42
+#                      grid (a Jacobi SVD per step), Figure 53's l* step with polar()
 #                      against the SVD; with FULL=1 also bench_matrix, bench_nets and bench_sparse
 #   paper.txt          the paper presets of the pages named by $PAGES (default: Figures 1 and 53;
 #                      benchmarks/run_page.py, at most $PAGE_LIMIT seconds each), and one JSON

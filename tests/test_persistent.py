@@ -1,5 +1,5 @@
-"""The persistent GPU kernels (grokkit.kernels.persistent) against the PyTorch steps, and the ℓ*
-gradient without an SVD (grokkit.kernels.nets.polar) against the SVD.
+"""The persistent GPU kernels (grokkit.kernels.persistent) against the PyTorch steps, their matrix SVD
+against LAPACK, and the ℓ* gradient without an SVD (grokkit.kernels.nets.polar) against the SVD.
 
 Without a GPU the Triton kernels run on the CPU in Triton's interpreter (GROKKIT_PERSISTENT=interpret,
 slowly: a few configurations, a few hundred steps); on a machine with CUDA the same tests run them
@@ -14,9 +14,12 @@ import pytest
 import torch
 
 import grokkit as gk
+from grokkit import data
 from grokkit.kernels import fused, nets, persistent, sparse
+from grokkit.kernels import matrix as mk
 from grokkit.kernels.nets import polar
 from test_nets import assert_batched_equals_single, one_at_a_time
+from test_speed import assert_svd_of_every_kind
 
 CUDA = torch.cuda.is_available()
 if not CUDA:  # Triton reads it when it is first imported, and jits its own library then
@@ -40,6 +43,7 @@ def on(monkeypatch):
         mine = kernel(*args, device=DEVICE, progress=False, **kwargs)
         monkeypatch.setenv("GROKKIT_PERSISTENT", "0")
         monkeypatch.setattr(fused, "usable", lambda *problem: False)  # the reference: the PyTorch steps
+        monkeypatch.setattr(fused, "matrix_usable", lambda *problem: False)
         reference = kernel(*args, device=DEVICE, progress=False, **kwargs)
         assert (mine.backend, reference.backend) == ("persistent", "torch")
         return mine, reference
@@ -129,6 +133,96 @@ def test_a_problem_too_large_stays_on_the_pytorch_steps(monkeypatch):
     monkeypatch.setattr(persistent, "MAX_ENTRIES", 64)
     X, y, b_star = _problem()
     assert sparse.subgradient(X, y, alpha=0.01, beta1=1e-3, steps=5, device=DEVICE, progress=False).backend == "torch"
+
+
+# --- matrix completion --------------------------------------------------------------------------
+# Small matrices: Triton's interpreter takes about 0.1 s for a Jacobi SVD of 4 x 3 (the GPU check
+# runs these tests compiled, benchmarks/gpu_check.sh).
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (3, 3), (4, 1), (1, 3)])
+def test_matrix_svd_matches_lapack(monkeypatch, shape):
+    """The one-sided Jacobi SVD of the matrix kernel on the matrices of every kind that the fused CPU
+    SVD is tested on (zero, tiny, huge, rank-deficient with U completed, clustered; test_speed.py)."""
+    monkeypatch.setenv("GROKKIT_PERSISTENT", "1" if CUDA else "interpret")
+
+    def svd(A):
+        S, H = persistent.jacobi_svd(torch.as_tensor(A, device=DEVICE))
+        return S.cpu().numpy(), H.cpu().numpy()
+    assert_svd_of_every_kind(svd, shape)
+
+
+@pytest.mark.parametrize("method", sorted(persistent.MATRIX_METHODS))
+def test_matrix_methods_equal_the_pytorch_steps(on, method):
+    """Eq. (101), eq. (127) and §D.7 on a 4 x 3 completion problem (rank 1, 8 observed entries),
+    three configurations of α, β*, β₂, 20 steps, every iterate recorded: 1e-12 of the largest."""
+    p = data.matrix.problem(4, 3, 1, 8, seed=0)
+    mine, reference = on(mk.METHODS[method], p.mask, p.y, (4, 3), alpha=[0.2, 0.5, 1.0],
+                         beta_star=[1e-3, 1e-2, 1e-2], beta2=[0.0, 0.05, 0.0], steps=20, A_star=p.A_star,
+                         init_scale=0.3, record_A=True)
+    np.testing.assert_allclose(mine.A, reference.A, rtol=0, atol=1e-12 * np.abs(reference.A).max())
+    for name in ("train_error", "test_error", "nuclear", "singular_values"):
+        np.testing.assert_allclose(getattr(mine, name), getattr(reference, name), rtol=1e-10, atol=1e-14,
+                                   err_msg=name)
+
+
+def test_wide_matrices_and_masks_per_configuration(on):
+    """n1 < n2 (the kernel works on A^T) with one mask per configuration."""
+    problems = [data.matrix.problem(3, 4, 1, 7, seed=s) for s in (1, 2)]
+    mask = np.stack([q.mask for q in problems])
+    y = np.stack([q.y for q in problems])
+    A_star = np.stack([q.A_star for q in problems])
+    mine, reference = on(mk.subgradient, mask, y, (3, 4), alpha=0.5, beta_star=1e-2, steps=20, A_star=A_star,
+                         init_scale=0.3, record_A=True)
+    np.testing.assert_allclose(mine.A, reference.A, rtol=0, atol=1e-12 * np.abs(reference.A).max())
+
+
+def test_sensing_and_large_matrices_stay_on_the_pytorch_steps(monkeypatch):
+    monkeypatch.setenv("GROKKIT_PERSISTENT", "1" if CUDA else "interpret")
+    sensing = data.matrix.problem(3, 3, 1, 6, kind="sensing", seed=0)
+    assert mk.subgradient(sensing.X, sensing.y, (3, 3), alpha=0.1, beta_star=1e-3, steps=2, device=DEVICE,
+                          progress=False).backend == "torch"
+    monkeypatch.setattr(persistent, "MATRIX_MAX_SIDES", (2, 64))
+    p = data.matrix.problem(4, 3, 1, 8, seed=0)
+    assert mk.subgradient(p.mask, p.y, (4, 3), alpha=0.1, beta_star=1e-3, steps=2, device=DEVICE,
+                          progress=False).backend == "torch"
+
+
+# Every kernel compiled to a cubin for an H100 (sm_90) with Triton's own ptxas: no GPU needed, so
+# that CI finds what the interpreter lets pass and the compiler refuses (types of loop-carried
+# values, unsupported operations). In a subprocess: here Triton may be in interpreter mode.
+COMPILE = r"""
+import itertools, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from grokkit.kernels import persistent_kernels as pk
+P = "*fp64"
+def build(fn, signature, constexprs):
+    signature = {**signature, **{k: "constexpr" for k in constexprs}}
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    assert kernel.asm["cubin"], fn.__name__
+sparse = dict(X=P, M=P, Y=P, alpha=P, beta1=P, beta2=P, B=P, B1=P, B2=P, steps="i32", sx="i32", sm="i32", sy="i32")
+for method, keep in itertools.product((0, 1, 2), (True, False)):
+    build(pk.sparse_kernel, sparse, dict(N=30, n=100, BN=32, BNn=128, METHOD=method, KEEP=keep))
+deep = dict(X=P, Y=P, alpha=P, beta1=P, beta2=P, depth="*i32", B=P, B1=P, B2=P, steps="i32", sx="i32", sy="i32")
+build(pk.deep_kernel, deep, dict(N=30, n=100, L=4, BN=32, BNn=128, BL=4, KEEP=True))
+shapes = [dict(n1=10, n2=10, P=10, Q=10, TRANS=False, BP=16, BQ=16, PAIRS=45),
+          dict(n1=8, n2=12, P=12, Q=8, TRANS=True, BP=16, BQ=8, PAIRS=28)]
+matrix = dict(A=P, A1=P, A2=P, M=P, Y=P, alpha=P, beta_star=P, beta2=P, order="*i32", steps="i32")
+for method, shape in itertools.product((0, 1, 2), shapes):
+    build(pk.matrix_kernel, matrix, dict(shape, METHOD=method))
+build(pk.svd_kernel, dict(A=P, H=P, S=P, order="*i32"), shapes[1])
+print("compiled")
+"""
+
+
+def test_the_kernels_compile_for_an_h100():
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GROKKIT_PERSISTENT")}
+    done = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
 
 
 # --- the l* gradient without an SVD ------------------------------------------------------------

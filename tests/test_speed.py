@@ -76,18 +76,17 @@ def polar_condition(s: np.ndarray, shape) -> float:
     return s[0] / (s[-2] + s[-1]) if shape[0] == shape[1] and s.size > 1 else s[0] / s[-1]
 
 
-@pytest.mark.parametrize("shape", [(10, 10), (8, 12), (12, 8), (3, 3), (5, 1), (1, 4)])
-def test_singular_values_match_lapack(shape) -> None:
+def assert_svd_of_every_kind(jacobi_svd, shape) -> None:
     """The Jacobi singular values agree with numpy.linalg.svd (LAPACK) to 1e-12 ||A||_2, the tiny
     ones included (eigh of A^T A would lose those below sqrt(eps) ||A||). h(A) is a partial
     isometry with <h(A), A> = ||A||_* (a subgradient of the nuclear norm, also where U is
     completed), equal to numpy's U V^T on the well-determined singular directions (sigma >= 1e-3
     sigma_max) to 1e-12, and everywhere to 100 eps times the polar factor's condition number
     when A has full rank (both SVDs are that accurate, no more: a 40-digit reference puts them
-    within 1.2x of each other)."""
+    within 1.2x of each other). ``jacobi_svd(A)`` returns S (decreasing) and H as numpy arrays."""
     eps = np.finfo(float).eps
     cases = matrices_of_every_kind(shape)
-    S, H = fused.jacobi_svd(np.stack(list(cases.values())))
+    S, H = jacobi_svd(np.stack(list(cases.values())))
     k = min(shape)
     for (name, M), s, h in zip(cases.items(), S, H):
         U, s_ref, Vt = np.linalg.svd(M, full_matrices=False)
@@ -99,6 +98,12 @@ def test_singular_values_match_lapack(shape) -> None:
         np.testing.assert_allclose(U[:, :r].T @ h @ Vt[:r].T, np.eye(r), atol=1e-12, err_msg=name)
         if s_ref[-1] > 1e-10 * scale:
             assert np.abs(h - U @ Vt).max() <= max(1e-12, 100 * eps * polar_condition(s_ref, shape)), name
+
+
+@pytest.mark.parametrize("shape", [(10, 10), (8, 12), (12, 8), (3, 3), (5, 1), (1, 4)])
+def test_singular_values_match_lapack(shape) -> None:
+    """The SVD of the fused steps (fused_matrix.c) on matrices of every kind (:func:`assert_svd_of_every_kind`)."""
+    assert_svd_of_every_kind(fused.jacobi_svd, shape)
 
 
 # --- runs: fused steps against the PyTorch steps ------------------------------------------------

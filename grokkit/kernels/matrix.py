@@ -37,8 +37,9 @@ import torch
 
 from grokkit._checks import check_finite, check_grid, check_int, check_option, check_range, check_seed, show
 from grokkit.cache import cached
-from grokkit.kernels import fused
-from grokkit.kernels.run import (MAX_STEPS, Family, check_step_size, configurations, resolve_device, run)
+from grokkit.kernels import fused, persistent
+from grokkit.kernels.run import (MAX_STEPS, Family, check_step_size, compiled, configurations, resolve_device,
+                                 run)
 
 KINDS = ("completion", "sensing")
 DEEP_INITS = ("random", "identity")
@@ -378,7 +379,7 @@ def _result(*, curves, iterates, final, traces, **fields) -> MatrixTrajectory:
 
 MATRIX = Family(penalty="beta_star", curves=CURVES, finite=FINITE, operands=("op", "y"), target="A_star",
                 evaluate=_observe, result=_result, unbatched={"A_star": 2}, traces=("singular_values",),
-                fused=fused.matrix_steps)
+                fused=compiled(fused.matrix_steps, persistent.matrix_steps))
 
 DEEP_CURVES = CURVES + ("factor_nuclear",)
 # The deep factorization: the iterate is the list of factors, the product is recorded.

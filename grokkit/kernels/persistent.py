@@ -15,8 +15,9 @@ the iterate only, so the periodic stop keeps its meaning.
   per configuration (Figures 8–10, 13–24, 27–29 stack their problems).
 * :class:`DeepSteps`: the deep diagonal network :math:`b = B_1\odot\cdots\odot B_L` (§C.11, eq. 88),
   depths mixed in one grid.
-
-Matrix completion has no persistent kernel yet: on a GPU it runs on the PyTorch steps.
+* :class:`MatrixSteps`: matrix completion, the three methods of Appendix D (eq. 101, eq. 127, §D.7),
+  with the one-sided Jacobi SVD of the fused CPU steps (``fused_matrix.c``) at every step, the
+  matrix in registers.
 
 They run on CUDA tensors where Triton is installed, and on CPU tensors under Triton's interpreter
 with ``GROKKIT_PERSISTENT=interpret`` (slowly): that is how the tests check them against the
@@ -36,6 +37,9 @@ import numpy as np
 import torch
 
 METHODS = {"subgradient": 0, "ista": 1, "projected_subgradient": 2}
+MATRIX_METHODS = {"subgradient": 0, "proximal": 1, "projected_subgradient": 2}
+# The largest matrices a program takes (its shorter and longer sides); larger ones run on the PyTorch steps.
+MATRIX_MAX_SIDES = (32, 64)
 # A program keeps its problem in registers up to this many float64 entries (X, and P for the
 # projected method), 64 a thread at 8 warps; a larger one is read from the cache at every step.
 RESIDENT = 8192
@@ -201,3 +205,73 @@ def deep_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> DeepS
     if not available(X.device) or not _fits(X) or x0.shape[1] > 8:
         return None
     return DeepSteps(X, data["y"], config["alpha"], config["beta1"], config["beta2"], config["depth"], x0)
+
+
+def pairs(q: int) -> np.ndarray:
+    """The q(q-1)/2 pairs of columns (i < j) in the round-robin order of ``fused_matrix.c``: rounds
+    of floor(q/2) disjoint pairs (an odd q plays with a dummy column q), as an int32 array (pairs, 2)."""
+    m, out = q + (q & 1), []
+    for round_ in range(m - 1):
+        for x in range(m // 2):
+            i = 0 if x == 0 else 1 + (round_ + x - 1) % (m - 1)
+            j = 1 + (round_ + m - 2 - x) % (m - 1)
+            i, j = min(i, j), max(i, j)
+            if j < q:
+                out.append((i, j))
+    return np.array(out, dtype=np.int32).reshape(-1, 2)
+
+
+class _Shape:
+    """An n1 x n2 matrix as the kernels work on it: the P x Q matrix A, or A^T when n1 < n2 (P >= Q),
+    padded to powers of 2, with the pairs of its columns."""
+
+    def __init__(self, n1: int, n2: int, device):
+        P, self.Q = max(n1, n2), min(n1, n2)
+        self.order = torch.as_tensor(pairs(self.Q).ravel(), device=device)
+        self.kwargs = dict(n1=n1, n2=n2, P=P, Q=self.Q, TRANS=n1 < n2, BP=_pow2(P), BQ=_pow2(self.Q),
+                           PAIRS=self.Q * (self.Q - 1) // 2, num_warps=_warps(_pow2(P) * _pow2(self.Q)))
+
+
+class MatrixSteps(_Persistent):
+    """Matrix completion: the iterates A (G, n1, n2), the mask and y dense per configuration (0/1, and
+    y at the observed entries, (G, n1 n2))."""
+
+    def __init__(self, method: str, op, y: torch.Tensor, alpha, beta_star, beta2, A0: torch.Tensor):
+        self.method = MATRIX_METHODS[method]
+        G, n1, n2 = A0.shape
+        device = A0.device
+        index = op.index.expand(G, -1)
+        mask = torch.zeros(G, n1 * n2, dtype=torch.float64, device=device).scatter_(1, index, 1.0)
+        dense_y = torch.zeros(G, n1 * n2, dtype=torch.float64, device=device).scatter_(
+            1, index, y.to(torch.float64).expand(G, -1))
+        self.shared = set()
+        self._load(A0, {"mask": mask, "y": dense_y, **{k: _column(v, G, device) for k, v in
+                                                       (("alpha", alpha), ("beta_star", beta_star), ("beta2", beta2))}})
+        self.shape = _Shape(n1, n2, device)
+
+    def _launch(self, k: int) -> None:
+        f = self.fields
+        kernels().matrix_kernel[(self.x.shape[0],)](
+            self.x, self.x1, self.x2, f["mask"], f["y"], f["alpha"], f["beta_star"], f["beta2"], self.shape.order, k,
+            METHOD=self.method, **self.shape.kwargs)
+
+
+def matrix_steps(method: str, data: dict, config: dict, x0: torch.Tensor) -> MatrixSteps | None:
+    """The persistent steps of a matrix run (:data:`grokkit.kernels.matrix.MATRIX`), or None where
+    they cannot run it: sensing, matrices above :data:`MATRIX_MAX_SIDES`, :func:`available`."""
+    op, y = data["op"], data["y"]
+    if (method not in MATRIX_METHODS or op.kind != "completion" or not available(x0.device)
+            or y.dtype != torch.float64 or min(op.shape) > MATRIX_MAX_SIDES[0] or max(op.shape) > MATRIX_MAX_SIDES[1]):
+        return None
+    return MatrixSteps(method, op, y, config["alpha"], config["beta_star"], config["beta2"], x0)
+
+
+def jacobi_svd(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The singular values (decreasing) and :math:`h(A) = UV^\top` of every matrix of ``A`` (G, n1, n2),
+    float64, by the SVD of :class:`MatrixSteps` (for the tests, as :func:`grokkit.kernels.fused.jacobi_svd`)."""
+    G, n1, n2 = A.shape
+    A = A.to(torch.float64).contiguous()
+    shape = _Shape(n1, n2, A.device)
+    H, S = torch.empty_like(A), torch.empty(G, shape.Q, dtype=torch.float64, device=A.device)
+    kernels().svd_kernel[(G,)](A, H, S, shape.order, **{k: v for k, v in shape.kwargs.items() if k != "num_warps"})
+    return -torch.sort(-S, dim=1).values, H
