@@ -219,6 +219,20 @@ def jacobi(Z, gamma, order, P: tl.constexpr, Q: tl.constexpr, BP: tl.constexpr, 
 
 
 @triton.jit
+def _working(g, n1: tl.constexpr, n2: tl.constexpr, P: tl.constexpr, Q: tl.constexpr, TRANS: tl.constexpr,
+             BP: tl.constexpr, BQ: tl.constexpr):
+    """The addresses of the working P x Q matrix of configuration g in a (G, n1 n2) row-major array
+    (A, or A^T when TRANS) as a (BP, BQ) tile, and the mask of its entries."""
+    r = tl.arange(0, BP)
+    c = tl.arange(0, BQ)
+    if TRANS:
+        at = g * (n1 * n2) + c[None, :] * n2 + r[:, None]
+    else:
+        at = g * (n1 * n2) + r[:, None] * n2 + c[None, :]
+    return at, (r[:, None] < P) & (c[None, :] < Q)
+
+
+@triton.jit
 def matrix_kernel(A, A1, A2, M, Y, alpha, beta_star, beta2, order, steps,
                   n1: tl.constexpr, n2: tl.constexpr, P: tl.constexpr, Q: tl.constexpr, TRANS: tl.constexpr,
                   BP: tl.constexpr, BQ: tl.constexpr, PAIRS: tl.constexpr, METHOD: tl.constexpr):
@@ -226,13 +240,7 @@ def matrix_kernel(A, A1, A2, M, Y, alpha, beta_star, beta2, order, steps,
     y at the observed entries Y, all (G, n1 n2) row-major), worked on as the P x Q matrix A (A^T
     when TRANS). METHOD 0 subgradient, eq. (101); 1 proximal, eq. (127); 2 projected subgradient, §D.7."""
     g = tl.program_id(0).to(tl.int64)
-    r = tl.arange(0, BP)
-    c = tl.arange(0, BQ)
-    inside = (r[:, None] < P) & (c[None, :] < Q)
-    if TRANS:
-        at = g * (n1 * n2) + c[None, :] * n2 + r[:, None]
-    else:
-        at = g * (n1 * n2) + r[:, None] * n2 + c[None, :]
+    at, inside = _working(g, n1, n2, P, Q, TRANS, BP, BQ)
     x = tl.load(A + at, mask=inside, other=0.0)
     p1 = tl.load(A1 + at, mask=inside, other=0.0)
     p2 = tl.load(A2 + at, mask=inside, other=0.0)
@@ -263,13 +271,8 @@ def svd_kernel(A, H, S, order, n1: tl.constexpr, n2: tl.constexpr, P: tl.constex
                TRANS: tl.constexpr, BP: tl.constexpr, BQ: tl.constexpr, PAIRS: tl.constexpr):
     """The singular values S (G, Q) and h(A) = U V^T (G, n1 n2) of the step's SVD, for the tests."""
     g = tl.program_id(0).to(tl.int64)
-    r = tl.arange(0, BP)
-    c = tl.arange(0, BQ)
-    inside = (r[:, None] < P) & (c[None, :] < Q)
-    if TRANS:
-        at = g * (n1 * n2) + c[None, :] * n2 + r[:, None]
-    else:
-        at = g * (n1 * n2) + r[:, None] * n2 + c[None, :]
+    at, inside = _working(g, n1, n2, P, Q, TRANS, BP, BQ)
     h, sigma = jacobi(tl.load(A + at, mask=inside, other=0.0), 0.0, order, P, Q, BP, BQ, PAIRS, False)
     tl.store(H + at, h, mask=inside)
+    c = tl.arange(0, BQ)
     tl.store(S + g * Q + c, sigma, mask=c < Q)
